@@ -1,0 +1,31 @@
+# K-pad study: speculative-decoding speed-ups in vLLM, van vs suffix vs uniformly padded suffix (K-pad).
+# Read README.md first. Default config: the full 77-cell study; `--configfile config/embedded.yaml`
+# runs the embedded default (SmolLM2-135M + packaged corpora) anywhere.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# The full study unless --configfile names another config (which then replaces it, not merges into it).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
+
+
+validate(config, schema="config/schema.yaml", set_default=True)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/corpora.smk"
+include: "workflow/rules/mix.smk"
+include: "workflow/rules/runs.smk"
+include: "workflow/rules/tables.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        get_final_output(),
+    default_target: True

@@ -1,0 +1,69 @@
+# Tables built from the config, input functions and wildcard constraints.
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+from kpadstudy import runs as kruns  # noqa: E402
+
+CONFIGURATIONS = kruns.configurations(config)
+MODELS = list(config["models"])
+BASE_CORPORA = list(config["corpora"])
+MIX = config["mix"]["name"] if config["mix"]["components"] else None
+CORPORA = BASE_CORPORA + ([MIX] if MIX else [])
+RUN_ORDER = kruns.run_order(CONFIGURATIONS, config["repeats"])
+PLUGIN_PATH = str(Path(workflow.basedir) / "workflow" / "scripts")
+
+for _c in config["mix"]["components"]:
+    if _c not in BASE_CORPORA:
+        raise ValueError(f"config mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
+if MIX in BASE_CORPORA:
+    raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
+
+
+def _alternatives(names):
+    return "|".join(sorted((re.escape(n) for n in names), key=len, reverse=True))
+
+
+wildcard_constraints:
+    model=_alternatives(MODELS),
+    corpus=_alternatives(CORPORA),
+    configuration=_alternatives([c.name for c in CONFIGURATIONS]),
+    repeat=r"\d+",
+
+
+def workflow_commit():
+    """Git commit of the workflow (with '-dirty' if the tree has changes), or None outside git."""
+    try:
+        sha = subprocess.run(["git", "-C", workflow.basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", workflow.basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def run_path(model, corpus, configuration, repeat):
+    """The one path pattern of a run's record."""
+    return f"results/runs/{model}/{corpus}/{configuration}/r{repeat}.json"
+
+
+def previous_run(wildcards):
+    """The run just before this one in the cell's interleaved order (none for the first)."""
+    i = RUN_ORDER.index((wildcards.configuration, int(wildcards.repeat)))
+    if i == 0:
+        return []
+    configuration, repeat = RUN_ORDER[i - 1]
+    return [run_path(wildcards.model, wildcards.corpus, configuration, repeat)]
+
+
+def all_runs():
+    return [run_path(m, c, cfg, r) for m in MODELS for c in CORPORA for cfg, r in RUN_ORDER]
+
+
+def get_final_output():
+    return [
+        "results/runs.parquet",
+        "results/cells.parquet",
+        *expand("figures/{figure}.{ext}", figure=["best_k_heatmap", "bestkpad_over_suf"], ext=["png", "svg"]),
+    ]

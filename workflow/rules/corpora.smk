@@ -1,0 +1,15 @@
+rule corpus:
+    """Read one corpus source, keep prompts that fit every model, sample warm-up + measured prompts."""
+    input:
+        tokenizers=expand("results/tokenizers/{model}", model=MODELS),
+    output:
+        "results/corpora/{corpus}.jsonl",
+    wildcard_constraints:
+        corpus=_alternatives(BASE_CORPORA),
+    params:
+        spec=lambda wc: config["corpora"][wc.corpus],
+        models=MODELS,
+    log:
+        "results/logs/corpora/{corpus}.log",
+    script:
+        "../scripts/build_corpus.py"

@@ -1,0 +1,12 @@
+if MIX:
+
+    rule mix:
+        """Equal shares of each component corpus, shuffled with a fixed seed."""
+        input:
+            expand("results/corpora/{corpus}.jsonl", corpus=config["mix"]["components"]),
+        output:
+            f"results/corpora/{MIX}.jsonl",
+        log:
+            f"results/logs/corpora/{MIX}.log",
+        script:
+            "../scripts/build_mix.py"

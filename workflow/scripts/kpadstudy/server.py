@@ -1,0 +1,95 @@
+"""The life of one ``vllm serve`` process: start, wait until healthy, hand over, stop.
+
+Pattern from vLLM's own benchmark sweep: one context manager owns the server for the whole run, so
+no server outlives it, whatever happens inside the ``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+
+class ServerBootError(RuntimeError):
+    """The server did not become healthy. ``reason`` is ``exited`` or ``timeout``; the log path is in the message."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def get_text(url: str, timeout_s: float = 5.0) -> str:
+    """GET ``url`` and return the body as text. Raises ``urllib.error.URLError`` / ``OSError`` on failure."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - loopback only
+        return response.read().decode("utf-8")
+
+
+def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_path: Path, poll_s: float = 1.0) -> float:
+    """Poll ``{base_url}/health`` until it answers 200; return the seconds waited.
+
+    Raises:
+        ServerBootError: the process exited (reason ``exited``) or ``timeout_s`` passed (reason ``timeout``).
+    """
+    start = time.monotonic()
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise ServerBootError("exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return time.monotonic() - start
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() - start > timeout_s:
+            raise ServerBootError("timeout", f"vLLM server not healthy after {timeout_s:.0f} s; see {log_path}")
+        time.sleep(poll_s)
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM the server's whole process group (API server, engine core, workers), SIGKILL after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float) -> Iterator[tuple[subprocess.Popen, float]]:
+    """Start ``cmd`` in its own process group, wait for health, yield ``(process, boot seconds)``, always stop it.
+
+    The server's stdout and stderr go to ``log_path``.
+
+    Raises:
+        ServerBootError: see :func:`wait_healthy`.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
+            yield proc, boot_s
+        finally:
+            stop(proc)

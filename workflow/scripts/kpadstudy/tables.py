@@ -1,0 +1,91 @@
+"""Aggregation: run records -> ``runs`` table -> ``cells`` table -> best K per cell.
+
+``results/runs.parquet``: one row per run (model, corpus, configuration, repeat).
+``results/cells.parquet``: one row per (model, corpus, configuration): median and MAD of output tok/s
+over the valid repeats, and how many repeats were valid.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
+SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length"]
+
+
+def read_runs(paths: Iterable[Path]) -> pd.DataFrame:
+    """One row per run record (the JSON that a run job writes); nested ``commands`` stay JSON strings.
+
+    Raises:
+        ValueError: a file is not a run record (the message names it).
+    """
+    rows = []
+    for path in paths:
+        try:
+            rec = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not a run record ({err}); delete it and rerun its job") from err
+        missing = {"model", "corpus", "configuration", "repeat", "status"} - rec.keys()
+        if missing:
+            raise ValueError(f"{path}: run record lacks {sorted(missing)}; delete it and rerun its job")
+        rows.append({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in rec.items()})
+    return pd.DataFrame(rows)
+
+
+def mad(values: pd.Series) -> float:
+    """Median absolute deviation, unscaled: ``median(|x - median(x)|)``."""
+    return float((values - values.median()).abs().median())
+
+
+def cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Median and MAD over valid repeats (``status == "ok"``) per (model, corpus, configuration).
+
+    Columns: ``CELL_KEYS``, ``n_runs``, ``n_valid``, ``<metric>_median`` for each of ``SUMMARIZED``,
+    ``output_tok_s_mad``, ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
+    repeat keeps its row with NaN medians, so it shows as failed, never as a number.
+    """
+    out = []
+    for key, group in runs.groupby(CELL_KEYS, dropna=False, sort=True):
+        ok = group[group["status"] == "ok"]
+        row = dict(zip(CELL_KEYS, key))
+        row["n_runs"] = len(group)
+        row["n_valid"] = len(ok)
+        for m in SUMMARIZED:
+            vals = pd.to_numeric(ok[m], errors="coerce").dropna() if m in ok else pd.Series(dtype=float)
+            row[f"{m}_median"] = float(vals.median()) if len(vals) else float("nan")
+        tok = pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna()
+        row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
+        row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, corpus): the kpad K with the highest median output tok/s, next to van and suf.
+
+    Columns: ``model, corpus, best_k, best_kpad_tok_s, van_tok_s, suf_tok_s, bestkpad_over_suf,
+    bestkpad_over_van``. ``best_k`` is NaN when no kpad configuration has a valid repeat.
+    """
+    rows = []
+    for (model, corpus), group in cell_table.groupby(["model", "corpus"], sort=True):
+        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
+        best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
+
+        def median_of(method: str) -> float:
+            g = group[group["method"] == method]["output_tok_s_median"].dropna()
+            return float(g.iloc[0]) if len(g) else float("nan")
+
+        van, suf = median_of("van"), median_of("suf")
+        bk = float(best["output_tok_s_median"]) if best is not None else float("nan")
+        rows.append({
+            "model": model, "corpus": corpus,
+            "best_k": int(best["k"]) if best is not None else pd.NA,
+            "best_kpad_tok_s": bk, "van_tok_s": van, "suf_tok_s": suf,
+            "bestkpad_over_suf": bk / suf if suf else float("nan"),
+            "bestkpad_over_van": bk / van if van else float("nan"),
+        })
+    return pd.DataFrame(rows).astype({"best_k": "Int64"})

@@ -1,0 +1,18 @@
+"""Rule run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
+import logging
+from pathlib import Path
+
+from _rule import setup_logging
+
+from kpadstudy.execute import execute_run
+
+if __name__ == "__main__":  # vLLM's engine needs the guard
+    sm = snakemake  # noqa: F821
+    w = sm.wildcards
+    setup_logging(None)
+    record = execute_run(
+        config=sm.config, model=w.model, model_path=sm.input.model, corpus_path=sm.input.corpus, corpus=w.corpus,
+        configuration_name=w.configuration, repeat=int(w.repeat), out_json=Path(sm.output[0]),
+        log_dir=Path(sm.log.server).parent, plugin_path=sm.params.plugin_path, workflow_commit=sm.params.commit,
+    )
+    logging.getLogger("run").info("%s %s %s r%s: %s %s output_tok_s=%s", w.model, w.corpus, w.configuration, w.repeat, record["status"], record.get("reason", ""), record.get("output_tok_s"))
