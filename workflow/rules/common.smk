@@ -61,6 +61,11 @@ def all_runs():
     return [run_path(m, c, cfg, r) for m in MODELS for c in CORPORA for cfg, r in RUN_ORDER]
 
 
+def gpus_per_run(model):
+    """GPUs one server of ``model`` needs: its tensor parallel size (0 when the study runs on CPU)."""
+    return 0 if config["device"] == "cpu" else int(config["models"][model]["tensor_parallel_size"])
+
+
 def get_final_output():
     return [
         "results/runs.parquet",

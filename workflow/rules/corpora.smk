@@ -9,6 +9,8 @@ rule corpus:
     params:
         spec=lambda wc: config["corpora"][wc.corpus],
         models=MODELS,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         "results/logs/corpora/{corpus}.log",
     script:

@@ -6,6 +6,8 @@ rule figures:
         expand("figures/{figure}.{ext}", figure=["best_k_heatmap", "bestkpad_over_suf"], ext=["png", "svg"]),
     params:
         mix=MIX,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         "results/logs/figures.log",
     script:

@@ -6,6 +6,8 @@ if MIX:
             expand("results/corpora/{corpus}.jsonl", corpus=config["mix"]["components"]),
         output:
             f"results/corpora/{MIX}.jsonl",
+        conda:
+            "../../envs/analysis.yaml"
         log:
             f"results/logs/corpora/{MIX}.log",
         script:

@@ -4,6 +4,8 @@ rule model:
         directory("results/models/{model}"),
     params:
         spec=lambda wc: config["models"][wc.model],
+    conda:
+        "../../envs/vllm-gpu.yaml"
     log:
         "results/logs/models/{model}.log",
     script:
@@ -17,6 +19,8 @@ rule tokenizer:
     params:
         spec=lambda wc: config["models"][wc.model],
         tokenizer_only=True,
+    conda:
+        "../../envs/vllm-gpu.yaml"
     log:
         "results/logs/tokenizers/{model}.log",
     script:

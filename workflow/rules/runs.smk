@@ -10,6 +10,8 @@ rule run:
         previous=previous_run,
     output:
         "results/runs/{model}/{corpus}/{configuration}/r{repeat}.json",
+    conda:
+        "../../envs/vllm-gpu.yaml"
     log:
         server="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/server.log",
         client="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/client.log",
@@ -17,5 +19,7 @@ rule run:
         plugin_path=PLUGIN_PATH,
         commit=workflow_commit(),
     threads: workflow.cores
+    resources:
+        gpu=lambda wc: gpus_per_run(wc.model),
     script:
         "../scripts/run_benchmark.py"

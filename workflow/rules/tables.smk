@@ -5,6 +5,8 @@ rule tables:
     output:
         runs="results/runs.parquet",
         cells="results/cells.parquet",
+    conda:
+        "../../envs/analysis.yaml"
     log:
         "results/logs/tables.log",
     script:

