@@ -21,6 +21,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/corpora.smk"
 include: "workflow/rules/mix.smk"
 include: "workflow/rules/runs.smk"
+include: "workflow/rules/equivalence.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/figures.smk"
 

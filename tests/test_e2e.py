@@ -24,6 +24,7 @@ def study(tmp_path_factory):
     cfg["configurations"] = {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4]}, "nopad": {"k": []}}
     cfg["prompts"] = {"measured": 8, "warmup": 2, "seed": 0}
     cfg["load"] = {"max_concurrency": 4, "max_tokens": 48, "temperature": 0}
+    cfg["equivalence"] = {"enabled": True, "corpora": ["humaneval"], "k": [4], "prompts": 8, "max_tokens": 32, "dtype": "float32"}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
                         "--configfile", str(work / "config.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=1800)
@@ -53,6 +54,23 @@ def test_padding_makes_every_draft_k_tokens(study):
     assert "VLLM_PLUGINS" not in kpad["server_command"]  # env, not argv
     log = (study / "results" / "logs" / "runs" / "SmolLM2-135M-Instruct" / "humaneval" / "kpad4" / "r1" / "server.log").read_text()
     assert "K-pad plugin active" in log
+
+
+def test_counters_of_padding_and_step_modes(study):
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    kpad, suf = runs.loc["kpad4"], runs.loc["suf"]
+    assert kpad["kpad_pad_tokens"] > 0 and suf["kpad_pad_tokens"] == 0
+    # every draft vLLM counted is K tokens: real + pad tokens over the measured prompts
+    assert kpad["kpad_real_draft_tokens"] + kpad["kpad_pad_tokens"] == kpad["spec_draft_tokens"]
+    for name in ("van", "suf", "kpad4"):  # CPU: no cudagraphs, every step NONE
+        assert runs.loc[name, "steps_NONE"] > 0 and runs.loc[name, "steps_FULL"] == 0 and runs.loc[name, "steps_PIECEWISE"] == 0
+        assert runs.loc[name, "full_share_decode"] == 0.0
+
+
+def test_equivalence_rule(study):
+    eq = pd.read_parquet(study / "results" / "equivalence.parquet").iloc[0]
+    assert (eq["model"], eq["corpus"], eq["k"], eq["dtype"], eq["device"]) == ("SmolLM2-135M-Instruct", "humaneval", 4, "float32", "cpu")
+    assert (eq["requests"], eq["identical_requests"], eq["token_agreement"]) == (8, 8, 1.0)
 
 
 def test_cells_and_figures(study):

@@ -50,5 +50,5 @@ def test_read_runs_names_a_bad_file(tmp_path):
     assert tables.read_runs([good]).loc[0, "commands"] == '["a"]'
     bad = tmp_path / "r2.json"
     bad.write_text(json.dumps({"model": "M"}))
-    with pytest.raises(ValueError, match=r"r2.json: run record lacks \['configuration', 'corpus', 'repeat', 'status'\]"):
+    with pytest.raises(ValueError, match=r"r2.json: record lacks \['configuration', 'corpus', 'repeat', 'status'\]"):
         tables.read_runs([good, bad])

@@ -12,12 +12,16 @@ MODELS = list(config["models"])
 BASE_CORPORA = list(config["corpora"])
 MIX = config["mix"]["name"] if config["mix"]["components"] else None
 CORPORA = BASE_CORPORA + ([MIX] if MIX else [])
+MEASURED_CORPORA = config["measure_corpora"] or CORPORA
 RUN_ORDER = kruns.run_order(CONFIGURATIONS, config["repeats"])
 PLUGIN_PATH = str(Path(workflow.basedir) / "workflow" / "scripts")
 
 for _c in config["mix"]["components"]:
     if _c not in BASE_CORPORA:
         raise ValueError(f"config mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
+for _c in MEASURED_CORPORA + (config["equivalence"]["corpora"] or []):
+    if _c not in CORPORA:
+        raise ValueError(f"config measure_corpora or equivalence.corpora names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
 if MIX in BASE_CORPORA:
     raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
 
@@ -31,6 +35,7 @@ wildcard_constraints:
     corpus=_alternatives(CORPORA),
     configuration=_alternatives([c.name for c in CONFIGURATIONS]),
     repeat=r"\d+",
+    k=r"\d+",
 
 
 def workflow_commit():
@@ -58,7 +63,17 @@ def previous_run(wildcards):
 
 
 def all_runs():
-    return [run_path(m, c, cfg, r) for m in MODELS for c in CORPORA for cfg, r in RUN_ORDER]
+    return [run_path(m, c, cfg, r) for m in MODELS for c in MEASURED_CORPORA for cfg, r in RUN_ORDER]
+
+
+def all_equivalence_checks():
+    """One check per (model, corpus, K): kpad vs unpadded suffix at K (config ``equivalence``)."""
+    eq = config["equivalence"]
+    if not eq["enabled"]:
+        return []
+    ks = eq["k"] if eq["k"] is not None else sorted({c.k for c in CONFIGURATIONS if c.method == "kpad"})
+    corpora = eq["corpora"] if eq["corpora"] is not None else MEASURED_CORPORA
+    return [f"results/equivalence/{m}/{c}/K{k}.json" for m in MODELS for c in corpora for k in ks]
 
 
 def gpus_per_run(model):
@@ -70,5 +85,6 @@ def get_final_output():
     return [
         "results/runs.parquet",
         "results/cells.parquet",
+        *(["results/equivalence.parquet"] if all_equivalence_checks() else []),
         *expand("figures/{figure}.{ext}", figure=["best_k_heatmap", "bestkpad_over_suf"], ext=["png", "svg"]),
     ]

@@ -11,3 +11,17 @@ rule tables:
         "results/logs/tables.log",
     script:
         "../scripts/aggregate.py"
+
+
+rule equivalence_table:
+    """Equivalence checks -> results/equivalence.parquet (one row per model, corpus, K)."""
+    input:
+        all_equivalence_checks(),
+    output:
+        "results/equivalence.parquet",
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/equivalence_table.log",
+    script:
+        "../scripts/aggregate_equivalence.py"

@@ -1,5 +1,7 @@
 """Rule run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
 import logging
+import signal
+import sys
 from pathlib import Path
 
 from _rule import setup_logging
@@ -7,6 +9,8 @@ from _rule import setup_logging
 from kpadstudy.execute import execute_run
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
+    # Snakemake stops jobs with SIGTERM: turn it into SystemExit so the server is stopped in `finally`.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sm = snakemake  # noqa: F821
     w = sm.wildcards
     setup_logging(None)

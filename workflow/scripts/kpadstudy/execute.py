@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from . import corpora, metrics, runs
+from kpad_plugin import LOADED_MESSAGE, read_stats
+
 from .server import ServerBootError, free_port, get_text, running_server
 
 BENCH_KEYS = {
@@ -66,6 +68,50 @@ def resolve_device(requested: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")
+MODES = ("FULL", "PIECEWISE", "NONE")
+
+
+def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, Any]:
+    """K-pad counters and cudagraph step modes of the measured prompts, from two stats snapshots.
+
+    Args:
+        before, after: ``{role: counters}`` as read by ``kpad_plugin.read_stats`` after warm-up and
+            after the measured prompts (roles ``scheduler`` and ``worker0``; other ranks repeat rank 0's steps).
+
+    Returns:
+        ``kpad_<counter>`` for the scheduler counters, ``steps_<MODE>`` and ``decode_steps_<MODE>`` for
+        FULL / PIECEWISE / NONE, and ``full_share_decode`` = FULL decode steps / decode steps (None when no
+        decode step ran). A decode step is one without prompt tokens.
+    """
+    def delta(role: str, key: str) -> int:
+        return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
+
+    out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
+    for mode in MODES:
+        out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
+        out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
+    decode = sum(out[f"decode_steps_{m}"] for m in MODES)
+    out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
+    return out
+
+
+def check_suffix_available(configuration: runs.Configuration) -> None:
+    """Stop before any server starts when suffix decoding is asked for and arctic-inference is missing.
+
+    Raises:
+        RuntimeError: names the configuration and the install command.
+    """
+    import importlib.util
+
+    if configuration.speculative and importlib.util.find_spec("arctic_inference") is None:
+        raise RuntimeError(
+            f"configuration {configuration.name!r} uses suffix decoding, which needs arctic-inference 0.3.0, not installed "
+            "in this Python. Install it with: pip install nanobind==2.9.2 cmake ninja grpcio-tools && "
+            "CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) pip install --no-build-isolation --no-deps arctic-inference==0.3.0"
+        )
 
 
 def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool) -> tuple[str, str]:
@@ -114,6 +160,7 @@ def execute_run(
         errors in our own inputs (unknown configuration, unreadable corpus) raise.
     """
     configuration = {c.name: c for c in runs.configurations(config)}[configuration_name]
+    check_suffix_available(configuration)
     server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
     device = resolve_device(config.get("device", "auto"))
     records = corpora.read_jsonl(Path(corpus_path))
@@ -143,30 +190,33 @@ def execute_run(
         "server_command": " ".join(server_cmd),
     }
     with tempfile.TemporaryDirectory() as tmp:
+        stats_dir = Path(tmp) / "kpad-stats"
+        env["KPAD_STATS_DIR"] = str(stats_dir)
+        snapshot = Path(tmp) / "after-warmup.json"
         files = {}
         for split in ("warmup", "measured"):
             files[split] = Path(tmp) / f"{split}.jsonl"
             files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
 
-        def bench(split: str, result_dir: str | None) -> list[str]:
-            return runs.bench_command(
-                base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files[split]),
-                num_prompts=files[split + "_n"], load=load, seed=server_cfg.get("seed", 0),
-                result_dir=result_dir, result_filename="bench.json" if result_dir else None, cpus=pin.get("client"),
-            )
-
-        record["client_command"] = " ".join(bench("measured", tmp))
+        client_cmd = runs.bench_command(
+            base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files["measured"]),
+            num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
+            result_dir=tmp, result_filename="bench.json", cpus=pin.get("client"),
+        ) + ["--warmup-dataset-path", str(files["warmup"]), "--warmup-num-prompts", str(files["warmup_n"]),
+             "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir)]
+        record["client_command"] = " ".join(client_cmd)
         record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
         try:
             with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
                 record["boot_s"] = round(boot_s, 2)
                 with open(client_log, "ab") as clog:
-                    if files["warmup_n"]:
-                        subprocess.run(bench("warmup", None), env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
-                    before = metrics.parse_counters(get_text(f"{base_url}/metrics"))
-                    client = subprocess.run(bench("measured", tmp), env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
+                    client = subprocess.run(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
                 alive = proc.poll() is None
+                time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
                 after = metrics.parse_counters(get_text(f"{base_url}/metrics")) if alive else {}
+                after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
+            snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}}
+            before = metrics.parse_counters(snap["metrics"])
             result_file = Path(tmp) / "bench.json"
             bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
             record["client_returncode"] = client.returncode
@@ -177,6 +227,7 @@ def execute_run(
             delta = metrics.counter_delta(before, after)
             record.update({k: delta.get(k) for k in metrics.COUNTERS})
             record.update(metrics.speculation_measures(delta))
+            record.update(step_measures(snap["stats"], after_stats))
         except ServerBootError as err:
             record["status"], record["reason"] = "boot_failed", f"{err.reason}: {err}"
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -189,7 +240,5 @@ def execute_run(
 
 
 def _plugin_active(server_log: Path) -> bool:
-    from kpad_plugin import LOADED_MESSAGE
-
     text = server_log.read_text(errors="replace")
     return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())

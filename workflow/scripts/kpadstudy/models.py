@@ -92,7 +92,30 @@ def fetch(spec: dict, out_dir: Path, tokenizer_only: bool = False) -> Path:
     """
     if spec["source"] == "hf":
         return download_hf(spec["repo"], out_dir, spec.get("revision"), tokenizer_only=tokenizer_only)
+    if spec["source"] == "local":
+        return link_local(Path(spec["path"]), Path(out_dir), tokenizer_only)
     if spec["source"] == "gguf_package":
         gguf = packaged_file(spec["package"], spec["file"])
         return gguf_tokenizer(gguf, out_dir) if tokenizer_only else convert_gguf(gguf, out_dir)
-    raise ValueError(f"model source {spec['source']!r} unknown; use 'hf' or 'gguf_package'")
+    raise ValueError(f"model source {spec['source']!r} unknown; use 'hf', 'gguf_package' or 'local'")
+
+
+def link_local(path: Path, out_dir: Path, tokenizer_only: bool = False) -> Path:
+    """Point ``out_dir`` at an existing checkpoint directory (a symlink; tokenizer files are copied).
+
+    Raises:
+        FileNotFoundError: ``path`` has no ``config.json``.
+    """
+    import shutil
+
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"local model {path} has no config.json; fix models.<name>.path in the config")
+    if tokenizer_only:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for f in path.iterdir():
+            if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")) or f.name in ("config.json", "generation_config.json"):
+                shutil.copy(f, out_dir / f.name)
+    else:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        out_dir.symlink_to(path.resolve(), target_is_directory=True)
+    return out_dir

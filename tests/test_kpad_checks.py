@@ -1,0 +1,67 @@
+"""The K-pad plugin refuses misuse loudly: unsupported vLLM, missing arctic-inference."""
+import logging
+
+import pytest
+
+import kpad_plugin
+from kpadstudy import execute, runs
+
+
+def test_supported_versions_pass():
+    kpad_plugin.check_version("0.26.0", allow_unsupported=False)
+    kpad_plugin.check_version("0.32.0+cpu", allow_unsupported=False)
+
+
+def test_unsupported_version_is_refused_with_names_and_override():
+    with pytest.raises(kpad_plugin.UnsupportedVllmError) as err:
+        kpad_plugin.check_version("0.27.1", allow_unsupported=False)
+    msg = str(err.value)
+    assert "vLLM 0.27.1 is not supported (supported: 0.26.0, 0.32.0)" in msg and "KPAD_ALLOW_UNSUPPORTED_VLLM=1" in msg
+
+
+def test_override_pads_anyway_but_says_so(caplog):
+    with caplog.at_level(logging.WARNING, logger="vllm.kpad_plugin"):
+        kpad_plugin.check_version("0.27.1", allow_unsupported=True)
+    assert "PADDING ON AN UNVERIFIED vLLM" in caplog.text
+
+
+def test_register_refuses_unsupported_installed_version(monkeypatch):
+    import vllm
+
+    monkeypatch.setattr(vllm, "__version__", "0.99.0")
+    monkeypatch.setenv("VLLM_SUFFIX_PAD_UNIFORM", "1")
+    monkeypatch.delenv("KPAD_ALLOW_UNSUPPORTED_VLLM", raising=False)
+    with pytest.raises(kpad_plugin.UnsupportedVllmError, match="vLLM 0.99.0 is not supported"):
+        kpad_plugin.register()
+
+
+def test_register_without_flags_does_nothing(monkeypatch):
+    import vllm
+
+    monkeypatch.setattr(vllm, "__version__", "0.99.0")
+    monkeypatch.delenv("VLLM_SUFFIX_PAD_UNIFORM", raising=False)
+    monkeypatch.delenv("KPAD_STATS_DIR", raising=False)
+    kpad_plugin.register()  # no error: nothing asked of the plugin
+
+
+def test_missing_arctic_inference_stops_before_the_server(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a))
+    suf = runs.Configuration("suf", "suf", 32, False, "FULL_AND_PIECEWISE", 0.85)
+    with pytest.raises(RuntimeError, match="configuration 'suf' uses suffix decoding, which needs arctic-inference 0.3.0"):
+        execute.check_suffix_available(suf)
+    execute.check_suffix_available(runs.Configuration("van", "van", 0, False, "FULL_AND_PIECEWISE", 0.85))
+
+
+def test_step_measures_from_snapshots():
+    before = {"scheduler": {"draft_requests": 10, "pad_tokens": 5}, "worker0": {"steps_FULL": 2, "decode_steps_FULL": 1, "steps_PIECEWISE": 4}}
+    after = {"scheduler": {"draft_requests": 110, "pad_tokens": 305, "real_draft_tokens": 500, "zero_draft_requests": 7, "padded_requests": 60},
+             "worker0": {"steps_FULL": 97, "decode_steps_FULL": 96, "steps_PIECEWISE": 10, "decode_steps_PIECEWISE": 4}}
+    m = execute.step_measures(before, after)
+    assert (m["kpad_draft_requests"], m["kpad_pad_tokens"], m["kpad_real_draft_tokens"], m["kpad_zero_draft_requests"], m["kpad_padded_requests"]) == (100, 300, 500, 7, 60)
+    assert (m["steps_FULL"], m["steps_PIECEWISE"], m["steps_NONE"]) == (95, 6, 0)
+    assert (m["decode_steps_FULL"], m["decode_steps_PIECEWISE"]) == (95, 4)
+    assert m["full_share_decode"] == 95 / 99
+    assert execute.step_measures({}, {})["full_share_decode"] is None

