@@ -49,8 +49,11 @@ kpad-selftest: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint
 
-# Redraw figures from an existing cells Parquet, nothing else: make figures CELLS=results/cells.parquet OUT=figures
+# Redraw figures from an existing cells Parquet, nothing else (needs only pandas, pyarrow, seaborn; uses
+# .venv when it exists, else python3): make figures CELLS=results/cells.parquet OUT=figures MIX=mix NOTE="..."
 CELLS ?= results/cells.parquet
 OUT ?= figures
-figures: $(STAMP)
-	$(PY) workflow/scripts/draw_figures.py $(CELLS) $(OUT)
+MIX ?= mix
+NOTE ?=
+figures:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)"

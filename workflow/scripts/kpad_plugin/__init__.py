@@ -93,16 +93,20 @@ def check_version(version: str, allow_unsupported: bool) -> None:
     log.warning("%s -- %s=1 is set: PADDING ON AN UNVERIFIED vLLM", message, ENV_ALLOW)
 
 
-def check_suffix_available() -> None:
-    """Raise :class:`SuffixUnavailableError` unless arctic-inference's suffix decoding imports."""
-    try:
-        import arctic_inference.suffix_decoding  # noqa: F401
-    except ImportError as err:
+def check_suffix_available(context: str = "") -> None:
+    """Raise :class:`SuffixUnavailableError` unless arctic-inference's suffix decoding can be imported.
+
+    Args:
+        context: what asked for suffix decoding, put in front of the message.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("arctic_inference") is None or importlib.util.find_spec("arctic_inference.suffix_decoding") is None:
         raise SuffixUnavailableError(
-            f"suffix decoding needs arctic-inference 0.3.0 ({err}). Install it with: pip install nanobind==2.9.2 cmake "
-            "ninja grpcio-tools && CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) pip install --no-build-isolation "
-            "--no-deps arctic-inference==0.3.0"
-        ) from err
+            f"{context}suffix decoding needs arctic-inference 0.3.0, which is not installed in this Python. Install it with: "
+            "pip install nanobind==2.9.2 cmake ninja grpcio-tools && CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) "
+            "pip install --no-build-isolation --no-deps arctic-inference==0.3.0"
+        )
 
 
 # ----------------------------------------------------------------------------- counters

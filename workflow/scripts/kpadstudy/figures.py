@@ -65,9 +65,16 @@ def best_k_heatmap(best: pd.DataFrame, note: str = "") -> plt.Figure:
 def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -> plt.Figure:
     """Bar per model: bestKpad median output tok/s over suf's, in percent, on ``corpus``.
 
-    Models where either side has no valid run get no bar and an "no valid run" label.
+    Models where either side has no valid run get no bar and a "no valid run" label; a corpus absent
+    from ``best`` gives a figure that says so.
     """
     d = best[best["corpus"] == corpus].sort_values("model")
+    if d.empty:
+        fig, ax = plt.subplots(figsize=(6.0, 2.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"no cells for corpus {corpus!r} in these data\n(corpora: {', '.join(sorted(best['corpus'].unique()))})",
+                ha="center", va="center")
+        return fig
     gain = (d["bestkpad_over_suf"] - 1.0) * 100.0
     width = max(6.0, 1.1 * len(d) + 2)
     fig, ax = plt.subplots(figsize=(width, 4.2))
@@ -77,6 +84,7 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
         label = "no valid run" if pd.isna(g) else f"{g:+.1f}% (K{k})"
         ax.annotate(label, (i, 0 if pd.isna(g) else g), ha="center", va="bottom" if (pd.isna(g) or g >= 0) else "top", fontsize=8)
     ax.axhline(0, color="black", linewidth=0.8)
+    ax.margins(y=0.15)
     ax.set_ylabel("bestKpad over suf (%)")
     ax.set_xlabel("model")
     _title(ax, f"bestKpad vs suf on {corpus} (median output tok/s)", note, width)

@@ -39,6 +39,28 @@ def parse_counters(text: str) -> dict[str, float]:
     return out
 
 
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def parse_accepted_per_position(text: str) -> list[float]:
+    """Accepted draft tokens by draft position (0 = first draft token), summed over label sets.
+
+    Returns:
+        ``[count at position 0, 1, ...]``; empty when the server exports no such counter.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    by_pos: dict[int, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != PER_POSITION:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                pos = int(sample.labels["position"])
+                by_pos[pos] = by_pos.get(pos, 0.0) + sample.value
+    return [by_pos.get(i, 0.0) for i in range(max(by_pos) + 1)] if by_pos else []
+
+
 def counter_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """``after - before`` per counter present in ``after`` (a counter missing before counts from 0)."""
     return {k: v - before.get(k, 0.0) for k, v in after.items()}

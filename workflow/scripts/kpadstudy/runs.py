@@ -130,6 +130,7 @@ def server_env(base_env: dict[str, str], *, configuration: Configuration, server
     """
     env = dict(base_env)
     env.update({str(k): str(v) for k, v in server.get("env", {}).items()})
+    env["ARCTIC_INFERENCE_ENABLED"] = "0"  # arctic-inference's own vLLM patches stay off; its suffix tree is used
     env["VLLM_PLUGINS"] = PLUGIN_NAME
     env["VLLM_SUFFIX_PAD_UNIFORM"] = "1" if configuration.pad else "0"
     env["VLLM_PORT"] = str(vllm_port)

@@ -14,6 +14,7 @@ from typing import Iterable
 import pandas as pd
 
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
+NOISY_REL_MAD = 0.05  # a configuration whose MAD exceeds 5% of its median is flagged ``noisy``
 SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length", "full_share_decode"]
 
 
@@ -50,7 +51,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     """Median and MAD over valid repeats (``status == "ok"``) per (model, corpus, configuration).
 
     Columns: ``CELL_KEYS``, ``n_runs``, ``n_valid``, ``<metric>_median`` for each of ``SUMMARIZED``,
-    ``output_tok_s_mad``, ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
+    ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
     repeat keeps its row with NaN medians, so it shows as failed, never as a number.
     """
     out = []
@@ -64,6 +65,8 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
             row[f"{m}_median"] = float(vals.median()) if len(vals) else float("nan")
         tok = pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna()
         row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
+        row["output_tok_s_rel_mad"] = row["output_tok_s_mad"] / row["output_tok_s_median"] if len(tok) and row["output_tok_s_median"] else float("nan")
+        row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
         out.append(row)
     return pd.DataFrame(out)
