@@ -63,3 +63,23 @@ def test_lint_reports_nothing():
     p = snakemake("--lint")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "Congratulations, your workflow is in a good condition!" in p.stdout + p.stderr
+
+
+def test_model_source_without_its_key_is_named(tmp_path):
+    def mutate(c):
+        c["models"]["SmolLM2-135M-Instruct"] = {"source": "hf", "tensor_parallel_size": 1}
+    p = snakemake("-n", "--configfile", write_config(tmp_path, mutate), workdir=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "'repo' is a required property" in out
+
+
+def test_duplicate_mix_component_is_refused(tmp_path):
+    p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c["mix"].update(components=["sharegpt", "sharegpt"])), workdir=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "has non-unique elements" in out
+
+
+def test_default_config_is_found_from_another_directory(tmp_path):
+    p = snakemake("-n", "--quiet", "rules", workdir=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert job_counts(p.stdout + p.stderr)["equivalence"] == 11
