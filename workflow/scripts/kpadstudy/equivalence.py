@@ -68,9 +68,10 @@ def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_mod
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    # A token budget that takes every prompt's prefill in the first step: the steps then hold the same
-    # requests with and without padding, so the suffix trees see the same outputs at the same steps and
-    # the drafts (and accepted tokens) match, not only the outputs.
+    # A token budget that takes every prompt's prefill in the first step (with the engine core in this
+    # process, see run_side): the steps then hold the same requests with and without padding, so the
+    # suffix trees see the same outputs at the same steps and the drafts (and accepted tokens) match,
+    # not only the outputs.
     budget = max(16384, max_model_len, sum(len(p) for p in prompts))
     llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=0, enforce_eager=(device == "cpu"),
               tensor_parallel_size=tensor_parallel_size,
@@ -113,7 +114,10 @@ def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: in
         RuntimeError: the process failed (its output is in the message).
     """
     env = dict(os.environ)
-    env.update({"VLLM_PLUGINS": "kpad", "VLLM_SUFFIX_PAD_UNIFORM": "1" if pad else "0", "ARCTIC_INFERENCE_ENABLED": "0"})
+    env.update({"VLLM_PLUGINS": "kpad", "VLLM_SUFFIX_PAD_UNIFORM": "1" if pad else "0", "ARCTIC_INFERENCE_ENABLED": "0",
+                # engine core in this process: every request is added before the first step, so the
+                # schedule does not depend on how fast requests reach a separate engine process
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
     if device == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     env["PYTHONPATH"] = os.pathsep.join([plugin_path, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
