@@ -19,6 +19,9 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
     cfg, eq = sm.config, sm.config["equivalence"]
     records = corpora.read_jsonl(Path(sm.input.corpus))
     prompts = [r["prompt"] for r in corpora.bench_prompts(records, "measured")][: eq["prompts"]]
+    if len(prompts) < eq["prompts"]:
+        logging.getLogger("equivalence").warning("equivalence.prompts is %d but %s has %d measured prompts: checking %d",
+                                                 eq["prompts"], sm.input.corpus, len(prompts), len(prompts))
     device = resolve_device(cfg["device"])
     with tempfile.TemporaryDirectory() as tmp:
         result = equivalence.check_cell(model_path=sm.input.model, prompts=prompts, k=int(sm.wildcards.k), max_tokens=eq["max_tokens"],
