@@ -33,14 +33,21 @@ class CorpusError(ValueError):
 
 # ----------------------------------------------------------------------------- readers
 
-class Skip:
-    """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text`` or ``malformed``."""
+class Skip(Exception):
+    """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text`` or ``malformed``.
+
+    Raised by the prompt rules; :func:`extract_prompts` yields it in place of the prompt text.
+    """
 
     def __init__(self, reason: str):
+        super().__init__(reason)
         self.reason = reason
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Skip) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
 
     def __repr__(self) -> str:
         return f"Skip({self.reason!r})"
@@ -74,19 +81,19 @@ def read_json_array(stream, source: str) -> Iterator[dict]:
 
 
 def _first_turn(turns: Any, role_key: str, text_key: str) -> str:
-    """Text of a conversation's first turn if a user wrote it; raises ``_Skipped(reason)`` otherwise."""
+    """Text of a conversation's first turn if a user wrote it; raises :class:`Skip` otherwise."""
     if turns is None or (hasattr(turns, "__len__") and len(turns) == 0):
-        raise _Skipped("empty")
+        raise Skip("empty")
     if isinstance(turns, (str, bytes, dict)) or not hasattr(turns, "__getitem__"):
-        raise _Skipped("malformed")
+        raise Skip("malformed")
     first = turns[0]
     if not isinstance(first, dict):
-        raise _Skipped("malformed")
+        raise Skip("malformed")
     if first.get(role_key) not in USER_ROLES:
-        raise _Skipped("not_user_first")
+        raise Skip("not_user_first")
     text = first.get(text_key)
     if not isinstance(text, str):
-        raise _Skipped("not_text")
+        raise Skip("not_text")
     return text
 
 
@@ -98,53 +105,50 @@ def _record_id(rec: dict, index: int) -> str:
     return next((str(rec[k]) for k in ID_KEYS if rec.get(k) not in (None, "")), str(index))
 
 
-class _Skipped(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
-
-
 def _field(rec: dict, key: str) -> Any:
     if key not in rec:
-        raise _Skipped("malformed")
+        raise Skip("malformed")
     return rec[key]
 
 
 def _text(value: Any) -> str:
     if not isinstance(value, str):
-        raise _Skipped("not_text")
+        raise Skip("not_text")
     return value
 
 
-def sharegpt_prompt(rec: dict) -> tuple[str, str]:
-    """``(id, first human turn)`` of a ShareGPT-format record (``conversations: [{from, value}]``)."""
-    return str(rec.get("id")), _first_turn(rec.get("conversations"), "from", "value")
+def sharegpt_prompt(rec: dict) -> str:
+    """The first human turn of a ShareGPT-format record (``conversations: [{from, value}]``)."""
+    return _first_turn(rec.get("conversations"), "from", "value")
 
 
-def chat_prompt(rec: dict) -> tuple[str, str]:
-    """``(id, first user turn)`` of an OpenAI-format conversation (``conversation: [{role, content}]``; WildChat, LMSYS)."""
-    rid = rec.get("conversation_hash") or rec.get("conversation_id")
-    return str(rid), _first_turn(rec.get("conversation"), "role", "content")
+def chat_prompt(rec: dict) -> str:
+    """The first user turn of an OpenAI-format conversation (``conversation: [{role, content}]``; WildChat, LMSYS)."""
+    return _first_turn(rec.get("conversation"), "role", "content")
 
 
-def humaneval_prompt(rec: dict) -> tuple[str, str]:
-    """``(task_id, instruction + signature and docstring)`` of a HumanEval record."""
-    return str(_field(rec, "task_id")), HUMANEVAL_INSTRUCTION.format(prompt=_text(_field(rec, "prompt")))
+def humaneval_prompt(rec: dict) -> str:
+    """Instruction + signature and docstring of a HumanEval record (which must have its ``task_id``)."""
+    _field(rec, "task_id")
+    return HUMANEVAL_INSTRUCTION.format(prompt=_text(_field(rec, "prompt")))
 
 
-def mbpp_prompt(rec: dict) -> tuple[str, str]:
-    """``(task_id, task text + its tests)`` of an MBPP record."""
+def mbpp_prompt(rec: dict) -> str:
+    """Task text + its tests of an MBPP record (which must have its ``task_id``)."""
+    _field(rec, "task_id")
     tests = _field(rec, "test_list")
     if isinstance(tests, str) or not all(isinstance(t, str) for t in tests):
-        raise _Skipped("malformed")
-    return str(_field(rec, "task_id")), MBPP_INSTRUCTION.format(text=_text(_field(rec, "text")), tests="\n".join(tests))
+        raise Skip("malformed")
+    return MBPP_INSTRUCTION.format(text=_text(_field(rec, "text")), tests="\n".join(tests))
 
 
-def swebench_prompt(rec: dict) -> tuple[str, str]:
-    """``(instance_id, problem statement)`` of a SWE-bench record."""
-    return str(_field(rec, "instance_id")), _text(_field(rec, "problem_statement"))
+def swebench_prompt(rec: dict) -> str:
+    """The problem statement of a SWE-bench record (which must have its ``instance_id``)."""
+    _field(rec, "instance_id")
+    return _text(_field(rec, "problem_statement"))
 
 
-PROMPT_RULES: dict[str, Callable[[dict], tuple[str, str]]] = {
+PROMPT_RULES: dict[str, Callable[[dict], str]] = {
     "sharegpt": sharegpt_prompt,
     "chat": chat_prompt,
     "humaneval": humaneval_prompt,
@@ -157,8 +161,8 @@ def extract_prompts(rule: str, records: Iterable[Any]) -> Iterator[tuple[str, st
     """Apply a prompt rule of :data:`PROMPT_RULES` to each record; never raises on a bad record.
 
     Yields:
-        ``(id, prompt text)``, or ``(id or record index, Skip(reason))`` for a record without a usable
-        prompt (counted by :func:`select_prompts`).
+        ``(id, prompt text)``, or ``(id, Skip(reason))`` for a record without a usable prompt (counted by
+        :func:`select_prompts`); the id is the record's own (:func:`_record_id`) or its index.
     """
     fn = PROMPT_RULES[rule]
     for i, rec in enumerate(records):
@@ -166,11 +170,9 @@ def extract_prompts(rule: str, records: Iterable[Any]) -> Iterator[tuple[str, st
             yield str(i), Skip("malformed")
             continue
         try:
-            rid, text = fn(rec)
-        except _Skipped as skip:
-            yield _record_id(rec, i), Skip(skip.reason)
-            continue
-        yield (rid if rid not in ("None", "") else str(i)), text
+            yield _record_id(rec, i), fn(rec)
+        except Skip as skip:
+            yield _record_id(rec, i), skip
 
 
 def _package_file(package: str, *parts: str) -> Path:

@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import runs
+from .server import free_port
+
 
 def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any]:
     """Compare two lists of greedy outputs (token ids per request, same prompt order).
@@ -107,20 +110,21 @@ def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
 
 def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
              out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None,
-             tensor_parallel_size: int = 1) -> dict[str, Any]:
+             tensor_parallel_size: int = 1, kvcache_space_gib: float = 1) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
+
+    The process gets a server's environment (:func:`kpadstudy.runs.server_env`: our plugin named,
+    padding flag, ``kvcache_space_gib`` of KV cache on CPU), with the engine core in-process.
 
     Raises:
         RuntimeError: the process failed (its output is in the message).
     """
-    env = dict(os.environ)
-    env.update({"VLLM_PLUGINS": "kpad", "VLLM_SUFFIX_PAD_UNIFORM": "1" if pad else "0", "ARCTIC_INFERENCE_ENABLED": "0",
-                # engine core in this process: every request is added before the first step, so the
-                # schedule does not depend on how fast requests reach a separate engine process
-                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    if device == "cpu":
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    env["PYTHONPATH"] = os.pathsep.join([plugin_path, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    side = runs.Configuration(f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9)
+    env = runs.server_env(dict(os.environ), configuration=side, server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
+                          device=device, plugin_path=plugin_path, vllm_port=free_port())
+    # engine core in this process: every request is added before the first step, so the schedule
+    # does not depend on how fast requests reach a separate engine process
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if stats_dir:
         env["KPAD_STATS_DIR"] = stats_dir
     cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),

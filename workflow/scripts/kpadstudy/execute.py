@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import corpora, metrics, runs
 from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
 
+from . import corpora, metrics, runs
 from .server import ServerBootError, free_port, get_text, running_server
 
 BENCH_KEYS = {
