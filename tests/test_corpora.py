@@ -149,3 +149,35 @@ def test_bench_prompts_and_bad_jsonl(tmp_path):
 def test_unknown_source_kind_names_the_corpus():
     with pytest.raises(corpora.CorpusError, match="corpus 'x': unknown source kind 'ftp'"):
         list(corpora.load_source_records("x", {"kind": "ftp"}))
+
+
+def test_mix_shares_largest_remainder():
+    assert corpora.mix_shares(10, {"a": 3, "b": 1}) == {"a": 8, "b": 2}
+    assert corpora.mix_shares(7, {"a": 1, "b": 1, "c": 1}) == {"a": 3, "b": 2, "c": 2}
+    assert corpora.mix_shares(512, {"sharegpt": 7, "humaneval": 1}) == {"sharegpt": 448, "humaneval": 64}
+    assert corpora.mix_shares(5, {"a": 1, "b": 4}) == {"a": 1, "b": 4}
+    with pytest.raises(corpora.CorpusError, match="positive integers"):
+        corpora.mix_shares(5, {"a": 0, "b": 4})
+
+
+def test_corpus_sizes_component_only_gives_its_share():
+    cfg = {
+        "corpora": {"sharegpt": {}, "humaneval": {}, "other": {}},
+        "mix": {"name": "mix", "components": ["sharegpt", "humaneval"], "weights": {"sharegpt": 7, "humaneval": 1}},
+        "prompts": {"warmup": 32, "measured": 512},
+        "measure_corpora": ["mix", "sharegpt"],
+        "equivalence": {"enabled": True, "corpora": ["other"], "prompts": 40},
+    }
+    assert corpora.corpus_sizes(cfg) == {"sharegpt": (32, 512), "humaneval": (4, 64), "other": (0, 40)}
+    cfg["measure_corpora"] = None
+    cfg["mix"]["weights"] = None
+    assert corpora.corpus_sizes(cfg) == {"sharegpt": (32, 512), "humaneval": (32, 512), "other": (32, 512)}
+    cfg["mix"]["weights"] = {"sharegpt": 1}
+    with pytest.raises(corpora.CorpusError, match="one weight per mix component"):
+        corpora.corpus_sizes(cfg)
+
+
+def test_mix_weighted_shares():
+    comps = {c: [{"id": f"{c}{i}", "split": "warmup" if i < 4 else "measured", "messages": []} for i in range(12)] for c in ("a", "b")}
+    mix = corpora.build_mix("mix", comps, n_warmup=4, n_measured=8, seed=1, weights={"a": 3, "b": 1})
+    assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter({("warmup", "a"): 3, ("warmup", "b"): 1, ("measured", "a"): 6, ("measured", "b"): 2})

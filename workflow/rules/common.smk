@@ -1,4 +1,5 @@
 # Tables built from the config, input functions and wildcard constraints.
+import os
 import re
 import subprocess
 import sys
@@ -42,13 +43,13 @@ wildcard_constraints:
 
 
 def workflow_commit():
-    """Git commit of the workflow (with '-dirty' if the tree has changes), or None outside git."""
+    """Git commit of the workflow (with '-dirty' if the tree has changes); outside git, $KPAD_WORKFLOW_COMMIT or None."""
     try:
         sha = subprocess.run(["git", "-C", workflow.basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", workflow.basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return None
+        return os.environ.get("KPAD_WORKFLOW_COMMIT")
 
 
 def run_path(model, corpus, configuration, repeat):

@@ -1,4 +1,4 @@
-"""Rule mix: equal shares of the component corpora, shuffled with a fixed seed."""
+"""Rule mix: shares of the component corpora (mix.weights, default equal), shuffled with a fixed seed."""
 import logging
 
 from _rule import setup_logging
@@ -9,6 +9,9 @@ sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
 cfg = sm.config
 components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input)}
-records = corpora.build_mix(cfg["mix"]["name"], components, n_warmup=cfg["prompts"]["warmup"], n_measured=cfg["prompts"]["measured"], seed=cfg["mix"]["seed"])
+records = corpora.build_mix(
+    cfg["mix"]["name"], components, n_warmup=cfg["prompts"]["warmup"], n_measured=cfg["prompts"]["measured"],
+    seed=cfg["mix"]["seed"], weights=corpora.mix_weights(cfg["mix"]),
+)
 n = corpora.write_jsonl(records, sm.output[0])
 logging.getLogger("build_mix").info("mix %s: %d records from %s", cfg["mix"]["name"], n, list(components))

@@ -227,6 +227,34 @@ def _patch_model_runner() -> None:
     GPUModelRunner._determine_batch_execution_and_padding = _determine_batch_execution_and_padding
 
 
+def _patch_v2_model_runner() -> None:
+    """Count step modes in vLLM's Model Runner V2 too (vLLM 0.26 runs plain decoding, van, on it).
+
+    Its ``execute_model`` picks the mode in ``dispatch_cg_and_sync_dp(manager, num_reqs, num_tokens,
+    uniform_token_count, ...)``; a decode step there is one where every request is scheduled exactly one
+    token (``uniform_token_count == 1``). Absent module (older vLLM, CPU builds): nothing to count.
+    """
+    try:
+        from vllm.v1.worker.gpu import model_runner as v2
+    except Exception:  # noqa: BLE001 - any import failure means there is no V2 runner to count
+        return
+    original = getattr(v2, "dispatch_cg_and_sync_dp", None)
+    if original is None or getattr(original, "_kpad_patched", False):
+        return
+
+    def dispatch_cg_and_sync_dp(*args, **kwargs):  # noqa: ANN002, ANN003
+        result = original(*args, **kwargs)
+        stats = _stats_for(f"worker{_rank()}")
+        if stats is not None:
+            mode = getattr(getattr(result[0], "cg_mode", None), "name", "NONE")
+            uniform = kwargs.get("uniform_token_count", args[3] if len(args) > 3 else None)
+            stats.add(**{f"steps_{mode}": 1, **({f"decode_steps_{mode}": 1} if uniform == 1 else {})})
+        return result
+
+    dispatch_cg_and_sync_dp._kpad_patched = True
+    v2.dispatch_cg_and_sync_dp = dispatch_cg_and_sync_dp
+
+
 def _rank() -> int:
     try:
         import torch.distributed as dist
@@ -260,5 +288,6 @@ def register() -> None:
     _patch_scheduler(pad)
     if count:
         _patch_model_runner()
+        _patch_v2_model_runner()
     if pad:
         log.warning("%s (pid %d)", LOADED_MESSAGE, os.getpid())

@@ -312,23 +312,81 @@ def select_prompts(
     return kept, counts
 
 
-def build_mix(name: str, components: dict[str, list[dict]], *, n_warmup: int, n_measured: int, seed: int) -> list[dict]:
-    """The mix corpus: equal shares of each component's warm-up and measured prompts, shuffled with ``seed``.
+def mix_shares(n: int, weights: dict[str, int]) -> dict[str, int]:
+    """Split ``n`` prompts over the mix components in proportion to integer ``weights``.
 
-    With ``n`` prompts and ``c`` components each component gives ``n // c`` prompts, the first
-    ``n % c`` components (in the given order) one more. Records keep their source in ``source_corpus``.
-    Same inputs and seed give the same bytes.
+    Largest-remainder rule: each component gets ``floor(n * w / sum(w))``; the prompts left over go one
+    each to the largest remainders, ties in the given order. Equal weights give ``n // c`` each and one
+    more to the first ``n % c`` components. Example: ``mix_shares(10, {"a": 3, "b": 1})`` ->
+    ``{"a": 8, "b": 2}`` (7.5 -> 7 + 1, 2.5 -> 2).
+
+    Raises:
+        CorpusError: a weight is not a positive integer.
+    """
+    if not weights or any(not isinstance(w, int) or w < 1 for w in weights.values()):
+        raise CorpusError(f"mix weights must be positive integers, got {weights}")
+    total = sum(weights.values())
+    shares = {c: n * w // total for c, w in weights.items()}
+    by_remainder = sorted(weights, key=lambda c: -(n * weights[c] % total))  # stable: ties keep order
+    for c in by_remainder[: n - sum(shares.values())]:
+        shares[c] += 1
+    return shares
+
+
+def corpus_sizes(config: dict) -> dict[str, tuple[int, int]]:
+    """``(warm-up, measured)`` prompts each base corpus must provide, from the resolved config.
+
+    A corpus measured on its own needs ``prompts.warmup`` / ``prompts.measured``; a mix component needs
+    its share of the mix (:func:`mix_shares` with ``mix.weights``); a corpus that is both needs the
+    larger of the two per split. ``measure_corpora: null`` measures every corpus and the mix. A base
+    corpus named in ``equivalence.corpora`` needs at least ``equivalence.prompts`` measured prompts.
+    """
+    prompts, mix = config["prompts"], config["mix"]
+    measured = config.get("measure_corpora")
+    sizes: dict[str, tuple[int, int]] = {}
+    for name in config["corpora"]:
+        own = measured is None or name in measured
+        sizes[name] = (prompts["warmup"], prompts["measured"]) if own else (0, 0)
+    if mix["components"] and (measured is None or mix["name"] in measured):
+        weights = mix_weights(mix)
+        warm, meas = mix_shares(prompts["warmup"], weights), mix_shares(prompts["measured"], weights)
+        for c in mix["components"]:
+            sizes[c] = (max(sizes[c][0], warm[c]), max(sizes[c][1], meas[c]))
+    eq = config.get("equivalence") or {}
+    if eq.get("enabled"):
+        for c in eq.get("corpora") or []:
+            if c in sizes:
+                sizes[c] = (sizes[c][0], max(sizes[c][1], eq["prompts"]))
+    return sizes
+
+
+def mix_weights(mix: dict) -> dict[str, int]:
+    """Weights of the mix components: ``mix.weights`` (component -> positive integer), default 1 each.
+
+    Raises:
+        CorpusError: ``mix.weights`` names a corpus that is not a component, or leaves one out.
+    """
+    weights = mix.get("weights") or {c: 1 for c in mix["components"]}
+    if set(weights) != set(mix["components"]):
+        raise CorpusError(f"mix.weights {weights} must give one weight per mix component {mix['components']}")
+    return {c: weights[c] for c in mix["components"]}
+
+
+def build_mix(name: str, components: dict[str, list[dict]], *, n_warmup: int, n_measured: int, seed: int, weights: dict[str, int] | None = None) -> list[dict]:
+    """The mix corpus: shares of each component's warm-up and measured prompts, shuffled with ``seed``.
+
+    Shares follow ``weights`` (component -> positive integer; default equal) by :func:`mix_shares`.
+    Records keep their source in ``source_corpus``. Same inputs and seed give the same bytes.
 
     Raises:
         CorpusError: a component has fewer prompts of a split than its share.
     """
     rng = random.Random(seed)
+    weights = weights or {c: 1 for c in components}
     out: list[dict] = []
     for split, n in (("warmup", n_warmup), ("measured", n_measured)):
         picked: list[dict] = []
-        names = list(components)
-        for i, comp in enumerate(names):
-            share = n // len(names) + (1 if i < n % len(names) else 0)
+        for comp, share in mix_shares(n, weights).items():
             pool = [r for r in components[comp] if r["split"] == split]
             if len(pool) < share:
                 raise CorpusError(f"mix {name!r}: component {comp!r} has {len(pool)} {split} prompts, needs {share}; build it with more prompts")

@@ -25,7 +25,7 @@ from typing import Any
 from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
 
 from . import corpora, metrics, runs
-from .server import ServerBootError, free_port, get_text, running_server
+from .server import ServerBootError, free_port, get_text, running_server, stop
 
 BENCH_KEYS = {
     "duration": "duration_s",
@@ -208,14 +208,17 @@ def execute_run(
             num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
             result_dir=tmp, result_filename="bench.json", cpus=pin.get("client"),
         ) + ["--warmup-dataset-path", str(files["warmup"]), "--warmup-num-prompts", str(files["warmup_n"]),
-             "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir)]
+             "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
+             "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30)]
         record["client_command"] = " ".join(client_cmd)
         record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
+        # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
+        with open(client_log, "ab") as clog:
+            client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
                 record["boot_s"] = round(boot_s, 2)
-                with open(client_log, "ab") as clog:
-                    client = subprocess.run(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, check=False)
+                client.wait()
                 alive = proc.poll() is None
                 time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
                 after_text = get_text(f"{base_url}/metrics") if alive else ""
@@ -239,6 +242,8 @@ def execute_run(
             record.update(resolved_settings(server_log.read_text(errors="replace")))
         except ServerBootError as err:
             record["status"], record["reason"] = "boot_failed", f"{err.reason}: {err}"
+        finally:
+            stop(client, grace_s=5.0)  # no-op when it has exited
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     out_json = Path(out_json)
     out_json.parent.mkdir(parents=True, exist_ok=True)

