@@ -3,7 +3,7 @@ import pytest
 
 from kpadstudy import headroom
 
-RESULT = {"output_tok_s": 111_680.4, "completed": 1000, "failed": 0, "output_tokens": 512_000, "duration_s": 4.58,
+RESULT = {"output_tok_s": 111_680.4, "completed": 1000, "failed": 0, "output_tokens": 512_000, "duration_s": 4.58, "server_cpu_s": 2.1,
           "client_command": "taskset -c 0 py -m kpadstudy.vllm_bench ...", "server_command": "taskset -c 1 py -m kpadstudy.fake_server ..."}
 SETTINGS = {"n_measured": 1000, "n_warmup": 32, "max_tokens": 512, "max_concurrency": 32, "tokens_per_chunk": 3,
             "client_cpus": "0", "server_cpus": "1"}
@@ -33,5 +33,6 @@ def test_measure_end_to_end_small(tmp_path):
     r = headroom.measure(n_measured=16, n_warmup=2, max_tokens=40, max_concurrency=4, tokens_per_chunk=3,
                          client_cpus=client, server_cpus=server, workdir=tmp_path)
     assert (r["completed"], r["failed"], r["output_tokens"]) == (16, 0, 640)
+    assert 0 < r["server_cpu_s"] < 30
     assert r["output_tok_s"] == pytest.approx(640 / r["duration_s"], rel=1e-6)
     assert "--tokens-per-chunk 3" in r["server_command"] and "--max-concurrency 4" in r["client_command"]

@@ -125,7 +125,9 @@ def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency:
 
     Returns:
         ``output_tok_s`` (the client's ceiling, output tokens per second of the measured prompts),
-        ``completed``, ``output_tokens``, ``duration_s``, ``client_command``, ``server_command``.
+        ``completed``, ``output_tokens``, ``duration_s``, ``server_cpu_s`` (CPU seconds the fake server
+        used while the client ran: warm-up and measured prompts; near ``duration_s`` would mean the
+        server, not the client, was the limit), ``client_command``, ``server_command``.
     """
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -136,15 +138,23 @@ def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency:
     server = subprocess.Popen(server_cmd, env=client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_healthy(base_url)
+        idle_cpu_s = cpu_seconds(server.pid)
         bench = run_client(cmd, workdir, workdir / "client.log")
+        server_cpu_s = cpu_seconds(server.pid) - idle_cpu_s
     finally:
         server.terminate()
         server.wait(30)
     return {
         "output_tok_s": bench["output_throughput"], "completed": bench["completed"], "failed": bench["failed"],
-        "output_tokens": bench["total_output_tokens"], "duration_s": bench["duration"],
+        "output_tokens": bench["total_output_tokens"], "duration_s": bench["duration"], "server_cpu_s": server_cpu_s,
         "client_command": " ".join(cmd), "server_command": " ".join(server_cmd),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds that process ``pid`` has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_name() -> str:
@@ -182,6 +192,8 @@ def report(result: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f"concurrency {settings['max_concurrency']}, {settings['tokens_per_chunk']} tokens per chunk",
         f"measured: {result['completed']} completed, {result['failed']} failed, {result['output_tokens']} output tokens "
         f"in {result['duration_s']:.2f} s",
+        f"fake server: {result['server_cpu_s']:.2f} CPU s over warm-up + measured prompts (it is not the limit while "
+        f"this stays well below the {result['duration_s']:.2f} s of the measured prompts)",
         f"client ceiling: {result['output_tok_s']:.0f} output tok/s; study's top cell {REFERENCE_TOK_S:.0f} tok/s",
         verdict,
         f"headroom_ratio={ratio:.2f}",
