@@ -194,7 +194,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-gap-ms", type=float, default=0.0, help="milliseconds between content chunks (0 = as fast as possible)")
     a = p.parse_args(argv)
     server = FakeServer(Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000))
-    web.run_app(server.app(), host=a.host, port=a.port, access_log=None, print=None)
+    try:  # uvloop (installed with vLLM) makes the server cheaper, so that the client is the one measured
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    web.run_app(server.app(), host=a.host, port=a.port, access_log=None, print=None, loop=loop)
 
 
 if __name__ == "__main__":
