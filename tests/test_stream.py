@@ -93,14 +93,14 @@ def test_vllm_client_records_one_itl_per_chunk_not_per_token():
     assert len(out.itl) == 6
     assert out.itl[0] < 0.005
     # content chunk j arrives j x 30 ms after the first (the server sleeps to absolute deadlines; a busy
-    # machine can only make a chunk late): 2 ms early at most, 25 ms late at most
+    # machine can only make a chunk late, the first one included): 5 ms early at most, 25 ms late at most
     arrivals = [sum(out.itl[1:j + 1]) for j in range(1, 6)]
-    assert all(j * GAP_S - 0.002 < a < j * GAP_S + 0.025 for j, a in zip(range(1, 6), arrivals)), out.itl
+    assert all(j * GAP_S - 0.005 < a < j * GAP_S + 0.025 for j, a in zip(range(1, 6), arrivals)), out.itl
     decode_s = out.latency - out.ttft
     assert sum(out.itl) == pytest.approx(decode_s, abs=1e-9)  # vLLM's e2el = ttft + sum of chunk gaps
     # per chunk vs per token: vLLM's mean ITL is ~5/6 x 30 ms = 25 ms, the time per token is 150 ms / 15 = 10 ms
     per_token_ms = decode_s / (N - 1) * 1000
-    assert 9.8 < per_token_ms < 11.7
+    assert 9.6 < per_token_ms < 11.7
     assert sum(out.itl) / len(out.itl) * 1000 > 2 * per_token_ms
 
 

