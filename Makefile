@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint figures kpad-selftest
+.PHONY: install demo test lint figures kpad-selftest bench-client
 
 install: $(STAMP)
 
@@ -45,6 +45,13 @@ test: $(STAMP)
 # check: padded vs unpadded greedy outputs, draft tokens = K x drafts, accepted tokens, edge requests.
 kpad-selftest: $(STAMP)
 	KPAD_ALLOW_UNSUPPORTED_VLLM=1 $(PY) -m pytest -v tests/test_kpad_engine.py tests/test_kpad_checks.py
+
+# Headroom of the load generator: the pipeline's client (vllm bench serve, same arguments) against a fake
+# server that streams 3 tokens per chunk as fast as it can, concurrency 32, client and server on different
+# CPUs. Prints what it measured; the last line is headroom_ratio=<client ceiling / 33530 tok/s>.
+BENCH_CLIENT_ARGS ?=
+bench-client: $(STAMP)
+	PYTHONPATH=workflow/scripts $(PY) -m kpadstudy.headroom $(BENCH_CLIENT_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint

@@ -66,3 +66,21 @@ def test_config_hash_changes_with_config_and_configuration():
     a = config_hash({"x": 1}, "van")
     assert len(a) == 16 and a == config_hash({"x": 1}, "van")
     assert a != config_hash({"x": 2}, "van") and a != config_hash({"x": 1}, "suf")
+
+
+from kpadstudy.execute import client_limit  # noqa: E402
+
+
+def test_client_limited_above_the_fraction_of_the_ceiling():
+    # ceiling 150,000 tok/s, fraction 0.2 -> runs above 30,000 tok/s are flagged
+    flagged, reason = client_limit(33_530.0, 150_000.0, 0.2)
+    assert flagged is True
+    assert reason == "output 33530 tok/s exceeds 0.2 x the client's ceiling of 150000 tok/s (30000): the client may be the limit"
+    assert client_limit(30_000.0, 150_000.0, 0.2) == (False, "")
+    assert client_limit(29_999.0, 150_000.0) == (False, "")  # default fraction 0.2
+    assert client_limit(80_000.0, 150_000.0, 0.5) == (True, "output 80000 tok/s exceeds 0.5 x the client's ceiling of 150000 tok/s (75000): the client may be the limit")
+
+
+def test_client_limited_unknown_without_a_ceiling_or_a_measurement():
+    assert client_limit(33_530.0, None) == (None, "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)")
+    assert client_limit(None, 150_000.0) == (None, "no output tok/s measured")

@@ -78,6 +78,12 @@ def test_bench_command_never_repeats_prompts_and_streams_chat():
     assert pairs["--backend"] == "openai-chat" and pairs["--endpoint"] == "/v1/chat/completions"
     assert cmd[cmd.index("--num-prompts") + 1] == "16" and cmd[cmd.index("--custom-output-len") + 1] == "128"
     assert cmd[cmd.index("--max-concurrency") + 1] == "8" and cmd[cmd.index("--temperature") + 1] == "0"
+    # no readiness probe: it would send the first measured prompt once more (pinned, though 0 is vLLM's default)
+    assert cmd[cmd.index("--ready-check-timeout-sec") + 1] == "0" and "--num-warmups" not in cmd
+
+
+def test_warmup_args():
+    assert runs.warmup_args("/w.jsonl", 4) == ["--warmup-dataset-path", "/w.jsonl", "--warmup-num-prompts", "4"]
 
 
 def test_describe_flattens_configuration():

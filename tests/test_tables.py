@@ -54,3 +54,18 @@ def test_read_runs_names_a_bad_file(tmp_path):
     bad.write_text(json.dumps({"model": "M"}))
     with pytest.raises(ValueError, match=r"r2.json: record lacks \['configuration', 'corpus', 'repeat', 'status'\]"):
         tables.read_runs([good, bad])
+
+
+def test_cells_client_limited_any_valid_run():
+    import pandas as pd
+
+    from kpadstudy.tables import any_client_limited
+
+    def runs(*flags, statuses=None):
+        return pd.DataFrame({"client_limited": list(flags), "status": statuses or ["ok"] * len(flags)})
+
+    assert any_client_limited(runs(False, True, False)) is True
+    assert any_client_limited(runs(False, False)) is False
+    assert any_client_limited(runs(False, None)) is None
+    assert any_client_limited(runs()) is None
+    assert any_client_limited(pd.DataFrame({"status": ["ok"]})) is None

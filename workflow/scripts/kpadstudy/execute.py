@@ -6,6 +6,9 @@ A run always ends as a record (JSON) with a ``status``:
                      tokens, the server died, the K-pad patch did not load); ``reason`` says which.
     ``boot_failed``  the server never became healthy; ``reason`` says how (``exited``, ``timeout``).
 Records that are not ``ok`` are kept in ``runs.parquet`` and never plotted as numbers.
+
+Independently of the status, ``client_limited`` says whether the run came near the load generator's own
+ceiling (:func:`client_limit`), where the measurement would be the client's rather than the server's.
 """
 
 from __future__ import annotations
@@ -142,6 +145,33 @@ def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, pl
     return "ok", ""
 
 
+CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
+
+
+def client_limit(output_tok_s: float | None, ceiling_tok_s: float | None, fraction: float = CLIENT_LIMIT_FRACTION) -> tuple[bool | None, str]:
+    """Whether the load generator, rather than the server, may have set a run's output tok/s.
+
+    Args:
+        output_tok_s: the run's measured output tokens per second (None when it has none).
+        ceiling_tok_s: the highest output tok/s the client sustains on these CPUs against a server that
+            costs nothing (``make bench-client``; config ``load.client_ceiling_tok_s``); None = not measured.
+        fraction: a run above ``fraction * ceiling_tok_s`` is flagged (config ``load.client_limit_fraction``).
+
+    Returns:
+        ``(client_limited, reason)``: True with the numbers when the run exceeds the fraction; False with
+        an empty reason when it does not; None with the reason when it cannot be told.
+    """
+    if ceiling_tok_s is None:
+        return None, "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)"
+    if output_tok_s is None:
+        return None, "no output tok/s measured"
+    limit = fraction * ceiling_tok_s
+    if output_tok_s > limit:
+        return True, (f"output {output_tok_s:.0f} tok/s exceeds {fraction:g} x the client's ceiling of "
+                      f"{ceiling_tok_s:.0f} tok/s ({limit:.0f}): the client may be the limit")
+    return False, ""
+
+
 def execute_run(
     *,
     config: dict[str, Any],
@@ -207,9 +237,10 @@ def execute_run(
             base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files["measured"]),
             num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
             result_dir=tmp, result_filename="bench.json", cpus=pin.get("client"),
-        ) + ["--warmup-dataset-path", str(files["warmup"]), "--warmup-num-prompts", str(files["warmup_n"]),
-             "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
-             "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30)]
+        ) + runs.warmup_args(str(files["warmup"]), files["warmup_n"]) + [
+            "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
+            "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30),
+        ]
         record["client_command"] = " ".join(client_cmd)
         record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
@@ -235,6 +266,9 @@ def execute_run(
             record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok)
             if bench_json:
                 record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
+                record.update(metrics.itl_per_token(bench_json))
+            record["client_limited"], record["client_limited_reason"] = client_limit(
+                record.get("output_tok_s"), load.get("client_ceiling_tok_s"), load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION))
             delta = metrics.counter_delta(before, after)
             record.update({k: delta.get(k) for k in metrics.COUNTERS})
             record.update(metrics.speculation_measures(delta))

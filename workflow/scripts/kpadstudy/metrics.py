@@ -88,3 +88,31 @@ def speculation_measures(delta: Mapping[str, float]) -> dict[str, float | None]:
         "mean_acceptance_length": 1.0 + accepted / drafts if drafts else None,
         "tokens_per_request_step": generated / (generated - accepted) if generated and generated > accepted else None,
     }
+
+
+def itl_per_token(bench: Mapping[str, float | int | None]) -> dict[str, float | None]:
+    """Inter-token latency per token (ms), from the aggregate result of ``vllm bench serve``.
+
+    vLLM's client records one inter-token latency per streamed *chunk* (``itl_*``): with speculative
+    decoding a chunk carries 1 + accepted draft tokens, so its ITL is the time per engine step, not per
+    token (it also counts the near-zero gap between vLLM's role chunk and the first token). Per token:
+
+        itl_token_mean_ms = sum_r (e2el_r - ttft_r) / sum_r (output_tokens_r - 1)
+                          = completed * (mean_e2el_ms - mean_ttft_ms) / (total_output_tokens - completed)
+
+    over the completed requests r: the time from a request's first chunk to its last, shared evenly
+    by the tokens after the first; every token weighs the same. This equals the sum of the chunk gaps
+    divided by the tokens they delivered (a chunk gap divided by its tokens, averaged over tokens),
+    when the first chunk holds one token as vLLM's does. vLLM's ``tpot_mean_ms`` is the same
+    per-request quantity averaged over requests instead (every request weighs the same).
+
+    Returns:
+        ``{"itl_token_mean_ms": value}``; None when the result lacks a field or no request has a
+        second token.
+    """
+    try:
+        completed, tokens = int(bench["completed"]), int(bench["total_output_tokens"])
+        e2el, ttft = float(bench["mean_e2el_ms"]), float(bench["mean_ttft_ms"])
+    except (KeyError, TypeError):
+        return {"itl_token_mean_ms": None}
+    return {"itl_token_mean_ms": completed * (e2el - ttft) / (tokens - completed) if tokens > completed else None}

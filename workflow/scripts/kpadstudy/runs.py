@@ -157,7 +157,9 @@ def bench_command(
     """The ``vllm bench serve`` command line for one prompt file (chat endpoint, streaming, no oversampling).
 
     Prompts are sent in file order (``--disable-shuffle``), each once (``--no-oversample``), as chat user
-    messages (``--skip-chat-template``: the server applies the template). ``max_tokens`` is
+    messages (``--skip-chat-template``: the server applies the template). ``--ready-check-timeout-sec 0``
+    (vLLM's default in 0.26 and 0.32, pinned here): no readiness probe, which would send the first
+    measured prompt an extra time; the run waits for ``/health`` instead. ``max_tokens`` is
     ``load.max_tokens``; generation stops earlier at EOS.
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
@@ -181,10 +183,17 @@ def bench_command(
         "--percentile-metrics", "ttft,tpot,itl,e2el",
         "--metric-percentiles", "50,90,99",
         "--disable-tqdm",
+        "--ready-check-timeout-sec", "0",
     ]
     if result_dir:
         cmd += ["--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
     return cmd
+
+
+def warmup_args(dataset_path: str, num_prompts: int) -> list[str]:
+    """Options of ``kpadstudy.vllm_bench`` that send ``num_prompts`` warm-up prompts from ``dataset_path``
+    (a file disjoint from the measured one) before the measured prompts, unsaved."""
+    return ["--warmup-dataset-path", dataset_path, "--warmup-num-prompts", str(num_prompts)]
 
 
 def describe(configuration: Configuration) -> dict[str, Any]:

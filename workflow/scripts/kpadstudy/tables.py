@@ -15,7 +15,7 @@ import pandas as pd
 
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
 NOISY_REL_MAD = 0.05  # a configuration whose MAD exceeds 5% of its median is flagged ``noisy``
-SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length", "full_share_decode"]
+SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "itl_token_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length", "full_share_decode"]
 
 
 def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
@@ -51,7 +51,8 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     """Median and MAD over valid repeats (``status == "ok"``) per (model, corpus, configuration).
 
     Columns: ``CELL_KEYS``, ``n_runs``, ``n_valid``, ``<metric>_median`` for each of ``SUMMARIZED``,
-    ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
+    ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%), ``client_limited``
+    (see :func:`any_client_limited`), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
     repeat keeps its row with NaN medians, so it shows as failed, never as a number.
     """
     out = []
@@ -67,9 +68,21 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
         row["output_tok_s_rel_mad"] = row["output_tok_s_mad"] / row["output_tok_s_median"] if len(tok) and row["output_tok_s_median"] else float("nan")
         row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)
+        row["client_limited"] = any_client_limited(ok)
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
         out.append(row)
     return pd.DataFrame(out)
+
+
+def any_client_limited(valid_runs: pd.DataFrame) -> bool | None:
+    """True when any valid run is ``client_limited``; False when every one is known not to be; else None
+    (no valid run, or a run whose client ceiling was unknown)."""
+    if "client_limited" not in valid_runs or valid_runs.empty:
+        return None
+    flags = valid_runs["client_limited"]
+    if (flags == True).any():  # noqa: E712 - elementwise on an object column of True / False / None
+        return True
+    return None if flags.isna().any() else False
 
 
 def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
