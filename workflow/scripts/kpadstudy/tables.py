@@ -111,3 +111,14 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
             "bestkpad_over_van": bk / van if van else float("nan"),
         })
     return pd.DataFrame(rows).astype({"best_k": "Int64", "sweep_best_k": "Int64"})
+
+
+def failure_label(rows: pd.DataFrame) -> str:
+    """How to mark configurations without a valid median: "did not boot" when every run of them has status
+    ``boot_failed``, "not measured" when there are no rows, else "failed" (``invalid`` runs)."""
+    if rows.empty:
+        return "not measured"
+    statuses = set()
+    for s in rows.get("statuses", pd.Series(dtype=str)).fillna(""):
+        statuses |= {part.split(":")[0] for part in s.split(",") if part}
+    return "did not boot" if statuses == {"boot_failed"} else "failed"
