@@ -37,7 +37,9 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
         ``method, k, basis`` ("confirmation" or "K-sweep"), ``candidate`` (the kpad configuration
         considered, "" when none has a valid median), ``candidate_tok_s``, ``candidate_mad``,
         ``van_tok_s``, ``van_mad``, ``suf_tok_s``, ``reason`` (one sentence with the numbers).
-        A cell with no valid van, suf or kpad median gets ``recommended`` "" and a reason saying so.
+        A cell with kpad medians but no van or suf median (the published study outside the mix) gets the
+        sweep's choice, with a reason saying it is untested against van; a cell with no valid median at all
+        gets ``recommended`` "" and a reason saying so.
     """
     out = []
     for (model, corpus), g in cells.groupby(["model", "corpus"], sort=True):
@@ -63,6 +65,10 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
         if cand is not None and len(van) and row["candidate_tok_s"] - row["candidate_mad"] > van_tok + van_mad:
             row.update(recommended=row["candidate"], method="kpad", k=int(cand["k"]),
                        reason=f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} > van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s")
+        elif cand is not None and not len(van) and not len(suf):
+            row.update(recommended=row["candidate"], method="kpad", k=int(cand["k"]),
+                       reason=f"van and suf have no median in this cell (not measured or failed), so {row['candidate']} "
+                              f"({row['candidate_tok_s']:,.1f} tok/s) is the K-sweep's choice, untested against van")
         elif len(van) or len(suf):
             pick_suf = len(suf) and (not len(van) or suf_tok > van_tok)
             sel = suf.iloc[0] if pick_suf else van.iloc[0]

@@ -81,6 +81,8 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
             r_tpot = x["tpot_mean_ms_median"] * kbar / van["tpot_mean_ms_median"]
             use_steps = bool(np.isfinite(r_steps))
             r_val = r_steps if use_steps else r_tpot
+            if pd.isna(x["output_tok_s_median"]):  # no valid repeat: no number at all
+                r_steps = r_tpot = r_val = float("nan")
             rows.append({
                 "model": model, "corpus": corpus, "configuration": x["configuration"], "method": x["method"], "k": x["k"],
                 "device": x["device"], "tokens_per_request_step": kbar,
