@@ -18,6 +18,9 @@ if not workflow.overwrite_configfiles:
 validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/corpora.smk"
@@ -25,7 +28,13 @@ include: "workflow/rules/mix.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/equivalence.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/reference.smk"
+include: "workflow/rules/comparison.smk"
+include: "workflow/rules/stepcost.smk"
+include: "workflow/rules/advice.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
+include: "workflow/rules/cache.smk"
 
 
 rule all:

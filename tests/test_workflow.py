@@ -83,3 +83,16 @@ def test_default_config_is_found_from_another_directory(tmp_path):
     p = snakemake("-n", "--quiet", "rules", workdir=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert job_counts(p.stdout + p.stderr)["equivalence"] == 11
+
+
+def test_from_cache_and_report_without_vllm(tmp_path):
+    """figures_from_cache / tables_from_cache on the published study, then snakemake --report on that state."""
+    p = snakemake("from_cache", "--cores", "1", workdir=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    figs = sorted(f.name for f in (tmp_path / "figures" / "reference").iterdir())
+    assert figs == sorted(f"{n}.{e}" for n in ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"] for e in ["png", "svg"])
+    assert "kpad4" in (tmp_path / "results" / "reference" / "recommendations.md").read_text()
+    r = snakemake("from_cache", "--cores", "1", "--report", str(tmp_path / "report.html"), workdir=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "k_sweep.png" in html and "best_k_heatmap.png" in html

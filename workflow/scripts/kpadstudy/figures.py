@@ -91,3 +91,199 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     fig.tight_layout()
     return fig
+
+
+def _failed_mark(ax: plt.Axes, x: float, y: float, label: str, color: str = "0.3") -> None:
+    """An x marker and a text label at (x, y): a configuration with no valid run, never drawn as a number."""
+    ax.plot([x], [y], marker="x", color=color, markersize=8, linestyle="none")
+    ax.annotate(label, (x, y), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=7, color=color)
+
+
+def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
+    """K-sweep lines: one panel per model, one line per corpus, x = kpad K, y = median output tok/s.
+
+    Args:
+        cells: a cells table (ours or :func:`kpadstudy.reference.published_cells`); only ``method == "kpad"``
+            rows are drawn.
+        note: a line under the title.
+
+    A K without a valid median is not a point of the line: it gets an x at the panel's bottom labelled
+    "did not boot" or "failed" (:func:`kpadstudy.tables.failure_label`). Panels have their own y scale
+    (models differ by 40x in tok/s).
+    """
+    from .tables import failure_label
+
+    kp = cells[cells["method"] == "kpad"].copy()
+    models = sorted(kp["model"].unique())
+    if not models:
+        fig, ax = plt.subplots(figsize=(6.0, 2.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no kpad configurations in these data", ha="center", va="center")
+        return fig
+    ncol = min(4, len(models))
+    nrow = -(-len(models) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol, 2.9 * nrow + 0.8), squeeze=False)
+    corpora = sorted(kp["corpus"].unique())
+    colors = dict(zip(corpora, sns.color_palette("tab10", len(corpora))))
+    for ax, model in zip(axes.flat, models):
+        d = kp[kp["model"] == model]
+        for corpus in corpora:
+            c = d[d["corpus"] == corpus].sort_values("k")
+            ok = c[c["output_tok_s_median"].notna()]
+            if len(ok):
+                ax.plot(ok["k"].astype(int), ok["output_tok_s_median"], marker="o", color=colors[corpus], label=corpus)
+        ax.set_ylim(bottom=0)
+        for _, r in d[d["output_tok_s_median"].isna()].iterrows():
+            _failed_mark(ax, int(r["k"]), 0, failure_label(d[(d["corpus"] == r["corpus"]) & (d["k"] == r["k"])]) + f" ({r['corpus']})", colors[r["corpus"]])
+        ax.set_title(model, fontsize=9)
+        ax.set_xticks(sorted(kp["k"].dropna().astype(int).unique()))
+        ax.set_xlabel("K (kpad)", fontsize=8)
+        ax.set_ylabel("output tok/s (median)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(models):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, title="corpus", title_fontsize=8)
+    wrapped = textwrap.fill(note, width=max(30, int(3.6 * ncol * 11))) if note else ""
+    fig.suptitle("K-sweep: median output tok/s per kpad K" + (f"\n{wrapped}" if wrapped else ""), fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -> plt.Figure:
+    """van -> suf -> bestKpad per model on ``corpus``: three bars in multiples of van's median output tok/s.
+
+    Args:
+        cells: a cells table; bestKpad as in :func:`kpadstudy.tables.best_kpad` (a separate bestKpad
+            measurement where there is one, else the sweep's best K).
+        corpus: the corpus drawn (the study's mix table).
+        note: a line under the title.
+
+    Bars are annotated ``x<ratio>``; a configuration without a valid median gets no bar but a "did not
+    boot" / "failed" / "not measured" label; with no valid van, no ratio exists and the model says so.
+    """
+    from .tables import best_kpad, failure_label
+
+    d = cells[cells["corpus"] == corpus]
+    if d.empty:
+        fig, ax = plt.subplots(figsize=(6.0, 2.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"no cells for corpus {corpus!r} in these data", ha="center", va="center")
+        return fig
+    best = best_kpad(d).set_index("model")
+    models = sorted(best.index)
+    width = max(6.0, 1.2 * len(models) + 2)
+    fig, ax = plt.subplots(figsize=(width, 4.4))
+    series = [("van", "van_tok_s", "0.6", "van"), ("suf", "suf_tok_s", "tab:blue", "suf"), ("bestKpad", "best_kpad_tok_s", "tab:orange", "kpad")]
+    for j, (label, col, color, method) in enumerate(series):
+        for i, m in enumerate(models):
+            x = i + (j - 1) * 0.27
+            van = best.loc[m, "van_tok_s"]
+            v = best.loc[m, col]
+            if pd.isna(van) or pd.isna(v):
+                rows = d[(d["model"] == m) & d["method"].isin([method] + (["bestkpad"] if method == "kpad" else []))]
+                why = failure_label(rows) if pd.isna(v) else "no valid van"
+                ax.annotate(why, (x, 0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
+                continue
+            ratio = v / van
+            ax.bar(x, ratio, width=0.25, color=color, label=label if i == 0 else None)
+            k = best.loc[m, "best_k"]
+            ax.annotate(f"x{ratio:.2f}" + (f"\nK{int(k)}" if label == "bestKpad" and pd.notna(k) else ""), (x, ratio), ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("median output tok/s / van's")
+    ax.margins(y=0.15)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8)
+    _title(ax, f"van -> suf -> bestKpad on {corpus} (multiples of van)", note, width)
+    fig.tight_layout()
+    return fig
+
+
+def ours_vs_published(table: pd.DataFrame, note: str = "") -> plt.Figure:
+    """Ours vs published per corpus, ratios only: bestKpad/suf and bestKpad/van, two panels.
+
+    Args:
+        table: :func:`kpadstudy.compare.compare`'s table.
+        note: a line under the title (the CPU caveat when ours ran on CPU).
+
+    Published: a bar from min to max over the compared models and a black tick at their median (one
+    model: just the tick); ours: a coloured dot per model, labelled with its value. A corpus where the
+    study publishes no van/suf says "not published"; ours without a valid ratio says "no valid run".
+    """
+    corpora = sorted(table["corpus"].unique())
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.0 * len(corpora) + 3), 4.2))
+    for ax, ratio, label in zip(axes, ["bestkpad_over_suf", "bestkpad_over_van"], ["bestKpad / suf", "bestKpad / van"]):
+        for i, corpus in enumerate(corpora):
+            t = table[table["corpus"] == corpus]
+            p = t.iloc[0]
+            med, lo, hi = p[f"published_{ratio}"], p[f"published_{ratio}_min"], p[f"published_{ratio}_max"]
+            if pd.isna(med):
+                ax.annotate("not published", (i - 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.4")
+            else:
+                ax.vlines(i - 0.15, lo, hi, color="0.7", linewidth=6, label="published (min-max)" if i == 0 or "published (min-max)" not in ax.get_legend_handles_labels()[1] else None)
+                ax.plot([i - 0.15], [med], marker="_", markersize=14, color="black", linestyle="none",
+                        label="published (median)" if "published (median)" not in ax.get_legend_handles_labels()[1] else None)
+            for _, o in t.iterrows():
+                if pd.isna(o[ratio]):
+                    ax.annotate("no valid run", (i + 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
+                    continue
+                lab = f"ours: {o['model']} ({o['device']})"
+                ax.plot([i + 0.15], [o[ratio]], marker="o", color="tab:red" if o["device"] == "cpu" else "tab:green", linestyle="none",
+                        label=lab if lab not in ax.get_legend_handles_labels()[1] else None)
+                ax.annotate(f"{o[ratio]:.2f}", (i + 0.15, o[ratio]), textcoords="offset points", xytext=(6, 0), fontsize=7, va="center")
+        ax.axhline(1.0, color="black", linewidth=0.6, linestyle=":")
+        ax.set_xticks(range(len(corpora)))
+        ax.set_xticklabels(corpora, fontsize=8)
+        ax.set_xlim(-0.6, len(corpora) - 0.4)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(label)
+        ax.set_title(label, fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    wrapped = textwrap.fill(note, width=max(30, int(fig.get_figwidth() * 11))) if note else ""
+    fig.suptitle("Ours vs published: ratios of median output tok/s (absolute tok/s never compared)" + (f"\n{wrapped}" if wrapped else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
+    """K-bar / R predicted speed-up (x) against the measured speed-up over van (y), one point per configuration.
+
+    Args:
+        table: :func:`kpadstudy.stepcost.step_cost`'s table, optionally with a ``dataset`` column (one
+            colour each, e.g. "CPU embedded", "H200 embedded").
+        note: a line under the title.
+
+    Points are labelled ``<configuration> <corpus>`` and marked by how R was measured (circle: engine
+    steps, triangle: TPOT); the diagonal is prediction = measurement, the lines at 1 are van. Rows
+    without a number are listed as "no valid run" under the axes, never drawn.
+    """
+    t = table.copy()
+    if "dataset" not in t:
+        t["dataset"] = t["device"]
+    fig, ax = plt.subplots(figsize=(6.8, 5.6))
+    datasets = sorted(t["dataset"].unique())
+    colors = dict(zip(datasets, sns.color_palette("tab10", max(1, len(datasets)))))
+    ok = t[t["predicted_speedup"].notna() & t["measured_speedup"].notna()]
+    for (ds, src), g in ok.groupby(["dataset", "r_from"]):
+        ax.scatter(g["predicted_speedup"], g["measured_speedup"], color=colors[ds], marker="o" if src == "engine steps" else "^", label=f"{ds} (R from {src})")
+        for _, r in g.iterrows():
+            ax.annotate(f"{r['configuration']} {r['corpus']}", (r["predicted_speedup"], r["measured_speedup"]), textcoords="offset points", xytext=(4, 3), fontsize=6)
+    lim = [0.0, max(1.6, float(np.nanmax(ok[["predicted_speedup", "measured_speedup"]].values)) * 1.1 if len(ok) else 1.6)]
+    ax.plot(lim, lim, color="0.5", linestyle="--", linewidth=0.8)
+    ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
+    ax.axvline(1.0, color="black", linewidth=0.5, linestyle=":")
+    ax.set_xlim(lim)
+    ax.set_ylim(lim)
+    ax.set_xlabel("predicted speed-up K-bar / R (tokens per request-step / step-cost ratio)")
+    ax.set_ylabel("measured speed-up (output tok/s / van's)")
+    missing = t[t["predicted_speedup"].isna() | t["measured_speedup"].isna()]
+    if len(missing):
+        ax.text(0.01, -0.14, "no valid run: " + ", ".join(f"{r['configuration']} {r['corpus']}" for _, r in missing.iterrows()), transform=ax.transAxes, fontsize=7)
+    if len(ok):
+        ax.legend(fontsize=7, loc="upper left")
+    _title(ax, "K-bar > R? predicted vs measured speed-up over van", note, 6.8)
+    fig.tight_layout()
+    return fig

@@ -86,27 +86,52 @@ def any_client_limited(valid_runs: pd.DataFrame) -> bool | None:
 
 
 def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, corpus): the kpad K with the highest median output tok/s, next to van and suf.
+    """Per (model, corpus): the best kpad K and its median output tok/s, next to van and suf.
 
-    Columns: ``model, corpus, best_k, best_kpad_tok_s, van_tok_s, suf_tok_s, bestkpad_over_suf,
-    bestkpad_over_van``. ``best_k`` is NaN when no kpad configuration has a valid repeat.
+    The best K is the kpad K with the highest median output tok/s in the K-sweep (``method == "kpad"``).
+    Where the cell also has a separate measurement of its best K (``method == "bestkpad"``: the published
+    mix table's bestKpad, or a confirmation rerun) with a valid median, that measurement gives ``best_k``
+    and ``best_kpad_tok_s`` (``best_from`` "separate measurement"), as the study's mix figures do;
+    otherwise the sweep does (``best_from`` "K-sweep").
+
+    Columns: ``model, corpus, best_k, best_kpad_tok_s, best_from, sweep_best_k, sweep_best_tok_s, van_tok_s,
+    suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios). ``best_k`` is NA when no
+    kpad configuration has a valid repeat.
     """
     rows = []
     for (model, corpus), group in cell_table.groupby(["model", "corpus"], sort=True):
         kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
+        sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
 
         def median_of(method: str) -> float:
             g = group[group["method"] == method]["output_tok_s_median"].dropna()
             return float(g.iloc[0]) if len(g) else float("nan")
 
         van, suf = median_of("van"), median_of("suf")
-        bk = float(best["output_tok_s_median"]) if best is not None else float("nan")
+        sweep_k = int(best["k"]) if best is not None else pd.NA
+        sweep_tok = float(best["output_tok_s_median"]) if best is not None else float("nan")
+        if len(sep):
+            bk_k, bk, source = int(sep.iloc[0]["k"]), float(sep.iloc[0]["output_tok_s_median"]), "separate measurement"
+        else:
+            bk_k, bk, source = sweep_k, sweep_tok, "K-sweep"
         rows.append({
             "model": model, "corpus": corpus,
-            "best_k": int(best["k"]) if best is not None else pd.NA,
-            "best_kpad_tok_s": bk, "van_tok_s": van, "suf_tok_s": suf,
+            "best_k": bk_k, "best_kpad_tok_s": bk, "best_from": source if not pd.isna(bk) else "",
+            "sweep_best_k": sweep_k, "sweep_best_tok_s": sweep_tok,
+            "van_tok_s": van, "suf_tok_s": suf,
             "bestkpad_over_suf": bk / suf if suf else float("nan"),
             "bestkpad_over_van": bk / van if van else float("nan"),
         })
-    return pd.DataFrame(rows).astype({"best_k": "Int64"})
+    return pd.DataFrame(rows).astype({"best_k": "Int64", "sweep_best_k": "Int64"})
+
+
+def failure_label(rows: pd.DataFrame) -> str:
+    """How to mark configurations without a valid median: "did not boot" when every run of them has status
+    ``boot_failed``, "not measured" when there are no rows, else "failed" (``invalid`` runs)."""
+    if rows.empty:
+        return "not measured"
+    statuses = set()
+    for s in rows.get("statuses", pd.Series(dtype=str)).fillna(""):
+        statuses |= {part.split(":")[0] for part in s.split(",") if part}
+    return "did not boot" if statuses == {"boot_failed"} else "failed"

@@ -1,0 +1,119 @@
+"""Step cost (K-bar vs R), ours vs published, advice: hand-computed values."""
+import shlex
+
+import pandas as pd
+import pytest
+
+from kpadstudy import advice, compare, runs, stepcost, tables
+
+
+def cell(cfg, method, k, tok, mad=0.0, tpot=10.0, kbar=1.0, corpus="mix", model="M", device="cuda", statuses="ok:3"):
+    return {"model": model, "corpus": corpus, "configuration": cfg, "method": method, "k": k, "pad": method == "kpad", "device": device,
+            "n_runs": 3, "n_valid": 0 if pd.isna(tok) else 3, "statuses": statuses, "output_tok_s_median": tok, "output_tok_s_mad": mad,
+            "tpot_mean_ms_median": tpot, "tokens_per_request_step_median": kbar}
+
+
+CELLS = pd.DataFrame([
+    cell("van", "van", 0, 100.0, mad=5.0, tpot=10.0, kbar=1.0),
+    cell("suf", "suf", 32, 120.0, mad=2.0, tpot=9.0, kbar=2.0),
+    cell("kpad4", "kpad", 4, 149.0, mad=4.0, tpot=7.0, kbar=1.8),
+    cell("kpad8", "kpad", 8, 150.0, mad=3.0, tpot=6.0, kbar=2.4),
+    cell("kpad12", "kpad", 12, float("nan"), statuses="boot_failed:3"),
+])
+
+
+def run(cfg, rep, dur, steps, status="ok", none=0):
+    return {"model": "M", "corpus": "mix", "configuration": cfg, "repeat": rep, "status": status, "duration_s": dur,
+            "steps_FULL": steps, "steps_PIECEWISE": 0, "steps_NONE": none}
+
+
+def test_step_cost_from_engine_steps_and_tpot():
+    r = pd.DataFrame([run("van", 1, 10.0, 0, none=1000), run("van", 2, 12.0, 0, none=1000),  # 10 ms and 12 ms -> median 11 ms
+                      run("kpad8", 1, 6.0, 400), run("kpad8", 2, 99.0, 1, status="invalid"),  # 15 ms; invalid run ignored
+                      run("suf", 1, 5.0, 0)])  # suf counted no steps -> TPOT
+    t = stepcost.step_cost(r, CELLS).set_index("configuration")
+    k8 = t.loc["kpad8"]
+    assert k8["step_time_ms"] == pytest.approx(15.0) and k8["van_step_time_ms"] == pytest.approx(11.0)
+    assert (k8["r"], k8["r_from"]) == (pytest.approx(15 / 11), "engine steps")
+    assert k8["predicted_speedup"] == pytest.approx(2.4 / (15 / 11)) and k8["measured_speedup"] == pytest.approx(1.5)
+    assert k8["r_tpot"] == pytest.approx(6.0 * 2.4 / 10.0)
+    suf = t.loc["suf"]
+    assert (suf["r"], suf["r_from"]) == (pytest.approx(9.0 * 2.0 / 10.0), "TPOT")
+    assert suf["predicted_speedup"] == pytest.approx(10.0 / 9.0)  # TPOT form: K-bar / R = TPOT_van / TPOT_config
+    assert bool(suf["k_bar_exceeds_r"]) is True  # 2.0 > 1.8
+    assert pd.isna(t.loc["kpad12", "measured_speedup"]) and t.loc["kpad12", "r_from"] == ""
+
+
+def test_step_cost_on_the_embedded_cpu_run():
+    """sharegpt kpad4 of the embedded CPU run: 17.459723 s / 134 steps vs van 19.681390 s / 193 steps."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "results" / "cpu"
+    t = stepcost.step_cost(pd.read_parquet(root / "embedded-runs.parquet"), pd.read_parquet(root / "embedded-cells.parquet"))
+    row = t[(t["corpus"] == "sharegpt") & (t["configuration"] == "kpad4")].iloc[0]
+    assert row["r"] == pytest.approx((17.459723 / 134) / (19.681390 / 193), rel=1e-6)
+    assert row["r_from"] == "engine steps"
+    assert row["measured_speedup"] == pytest.approx(59.852037 / 50.250517, rel=1e-6)
+
+
+def test_best_kpad_and_failure_labels():
+    b = tables.best_kpad(CELLS).iloc[0]
+    assert (b["best_k"], b["best_kpad_tok_s"], b["best_from"]) == (8, 150.0, "K-sweep")
+    assert tables.failure_label(CELLS[CELLS["configuration"] == "kpad12"]) == "did not boot"
+    assert tables.failure_label(pd.DataFrame([{"statuses": "boot_failed:1,invalid:2"}])) == "failed"
+    assert tables.failure_label(CELLS.iloc[0:0]) == "not measured"
+
+
+def test_recommend_smallest_k_within_one_percent_beyond_the_spread():
+    r = advice.recommend(CELLS).iloc[0]
+    # best kpad 150; kpad4 149 >= 0.99 * 150 = 148.5, so K4; 149 - 4 = 145 > van 100 + 5
+    assert (r["recommended"], r["k"], r["basis"]) == ("kpad4", 4, "K-sweep")
+    tight = CELLS.copy()
+    tight.loc[tight["configuration"] == "kpad4", "output_tok_s_mad"] = 45.0  # 149 - 45 = 104, not > 105
+    r2 = advice.recommend(tight).iloc[0]
+    assert r2["recommended"] == "suf" and "does not exceed van 100.0 + MAD 5.0" in r2["reason"]
+
+
+def test_recommend_prefers_a_confirmation_row():
+    conf = pd.concat([CELLS, pd.DataFrame([cell("bestKpad", "bestkpad", 8, 140.0, mad=1.0)])])
+    r = advice.recommend(conf).iloc[0]
+    assert (r["recommended"], r["basis"], r["candidate_tok_s"]) == ("kpad8", "confirmation", 140.0)
+
+
+def test_command_line_is_built_from_server_command_and_env():
+    cfg = {"server": {"max_model_len": 4096, "cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85, "env": {}, "cpu": {"kvcache_space_gib": 1}},
+           "configurations": {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4, 8]}},
+           "models": {"M": {"tensor_parallel_size": 2}}, "taskset": {"server": "0-3"}}
+    line = advice.command_line(advice.recommend(CELLS).iloc[0], cfg)
+    kpad4 = runs.configurations(cfg)[2]
+    cmd = runs.server_command(model_path="results/models/M", served_model_name="M", port=8000, configuration=kpad4, server=cfg["server"],
+                              tensor_parallel_size=2, device="cuda", cpus="0-3", python="python")
+    assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 VLLM_PORT=8000 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm")
+    assert """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line and "--tensor-parallel-size 2" in line
+    assert shlex.split(line)[5:] == cmd  # after the 5 environment assignments: exactly runs.server_command's argv
+    md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)
+    assert "not on a confirmation rerun" in md and "no cudagraphs on CPU" in md
+
+
+def test_compare_same_model_and_no_overlap():
+    pub = pd.DataFrame([
+        {"model": "M", "corpus": "mix", "best_k": 8, "bestkpad_over_suf": 1.2, "bestkpad_over_van": 2.0},
+        {"model": "P", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 1.4, "bestkpad_over_van": 3.0},
+        {"model": "Q", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 0.9, "bestkpad_over_van": 4.0},
+    ]).astype({"best_k": "Int64"})
+    ours = tables.best_kpad(CELLS).assign(device="cuda")
+    same = compare.compare(ours, pub).iloc[0]
+    assert (same["match"], same["published_best_k"], same["best_k_agreement"]) == ("same model", "8", 1.0)
+    assert same["bestkpad_over_suf"] == pytest.approx(150 / 120) and same["published_bestkpad_over_suf"] == 1.2
+    other = compare.compare(ours.assign(model="Z", device="cpu"), pub).iloc[0]
+    assert (other["match"], other["published_models"], other["published_best_k"]) == ("no overlap", 3, "K12:2,K8:1")
+    assert (other["published_bestkpad_over_van"], other["published_bestkpad_over_van_min"], other["published_bestkpad_over_van_max"]) == (3.0, 2.0, 4.0)
+    assert other["best_k_agreement"] == pytest.approx(1 / 3)
+    md = compare.to_markdown(compare.compare(ours.assign(model="Z", device="cpu"), pub))
+    assert "no cudagraphs exist on CPU" in md and "| mix | Z | cpu | K8 | 1.25 | 1.50 | 3 | K12:2,K8:1 | 1.20 (0.90-1.40) | 3.00 (2.00-4.00) | 0.33 |" in md
+
+
+def test_recommend_without_van_or_suf_takes_the_sweep_and_says_so():
+    r = advice.recommend(CELLS[CELLS["method"] == "kpad"]).iloc[0]
+    assert r["recommended"] == "kpad4" and "untested against van" in r["reason"]
+    none = advice.recommend(CELLS[CELLS["configuration"] == "kpad12"]).iloc[0]
+    assert none["recommended"] == "" and none["reason"] == "no configuration has a valid run"

@@ -1,0 +1,14 @@
+rule comparison:
+    """Ours vs published, ratios only (bestKpad/suf, bestKpad/van) and best-K agreement: Parquet and markdown."""
+    input:
+        cells="results/cells.parquet",
+        reference=REFERENCE_PARQUET,
+    output:
+        parquet="results/ours_vs_published.parquet",
+        md=report("results/ours_vs_published.md", category="Tables", caption=caption("ours_vs_published_table")),
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/comparison.log",
+    script:
+        "../scripts/write_tables.py"

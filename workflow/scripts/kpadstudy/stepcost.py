@@ -1,0 +1,96 @@
+"""K-bar > R: does speculation pay? Tokens per request-step against the step-cost ratio, per configuration.
+
+The rule of the earlier suffix study (``../shared/STUDY.md``, "The earlier study's rule"): speculation
+pays when the mean accepted length per step exceeds the spec-step overhead ratio R. Here, per
+(model, corpus, configuration) with van measured in the same cell:
+
+- K-bar = median tokens per request-step (``tokens_per_request_step``: generated / (generated - accepted),
+  1.0 for van).
+- R = (mean time per step of the configuration) / (mean time per step of van).
+- predicted speed-up = K-bar / R; measured speed-up = median output tok/s / van's median output tok/s.
+
+R from engine steps (``r_from == "engine steps"``), where the configuration and van both have step
+counts: a run's mean step time is ``duration_s / (steps_FULL + steps_PIECEWISE + steps_NONE)`` (the
+K-pad plugin's counters over the measured prompts), median over valid repeats. vLLM 0.26.0 runs van on
+GPU through a model runner the counters do not hook, so van's steps are zero there; then R comes from
+TPOT (``r_from == "TPOT"``): a request that gets K-bar tokens per step of time t has TPOT = t / K-bar, so
+t = TPOT x K-bar and R = (TPOT_config x K-bar_config) / (TPOT_van x 1). With the TPOT form the prediction
+K-bar / R reduces to TPOT_van / TPOT_config: it checks the throughput gain against the per-request
+latency gain, not against an independent step timing. Van's step count is never estimated from output
+tokens and concurrency.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+STEP_COLUMNS = ["steps_FULL", "steps_PIECEWISE", "steps_NONE"]
+KEYS = ["model", "corpus", "configuration"]
+
+
+def step_time_ms(runs: pd.DataFrame) -> pd.Series:
+    """Mean engine step time per run in ms: ``1000 * duration_s / (steps_FULL + steps_PIECEWISE + steps_NONE)``.
+
+    Args:
+        runs: the runs table (``results/runs.parquet``); duration_s in seconds.
+
+    Returns:
+        A Series aligned with ``runs``; NaN where the run is not ``ok`` or counted no steps (van on vLLM 0.26
+        GPU, runs older than the counters).
+    """
+    if not set(STEP_COLUMNS) <= set(runs.columns):
+        return pd.Series(np.nan, index=runs.index)
+    steps = runs[STEP_COLUMNS].apply(pd.to_numeric, errors="coerce").fillna(0).sum(axis=1)
+    t = 1000.0 * pd.to_numeric(runs["duration_s"], errors="coerce") / steps.where(steps > 0)
+    return t.where(runs["status"] == "ok")
+
+
+def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """The K-bar vs R table: one row per speculative configuration of a cell whose van has a valid median.
+
+    Args:
+        runs: the runs table (for step times); may be empty, then R comes from TPOT everywhere.
+        cells: the cells table of :func:`kpadstudy.tables.cells` (medians over valid repeats).
+
+    Returns:
+        Columns ``model, corpus, configuration, method, k, device, tokens_per_request_step`` (K-bar),
+        ``step_time_ms`` and ``van_step_time_ms`` (engine-step medians, NaN when not counted),
+        ``r_steps`` (their ratio), ``r_tpot`` (TPOT_config x K-bar / TPOT_van), ``r`` and ``r_from``
+        (engine steps when both sides were counted, else TPOT), ``predicted_speedup`` = K-bar / r,
+        ``measured_speedup`` = output tok/s / van's, ``k_bar_exceeds_r``. Configurations without a valid
+        median keep their row with NaN numbers, so they show as failed.
+    """
+    c = cells.copy()
+    if len(runs):
+        r = runs.copy()
+        r["step_time_ms"] = step_time_ms(r)
+        st = r.groupby(KEYS)["step_time_ms"].median().rename("step_time_ms").reset_index()
+        c = c.merge(st, on=KEYS, how="left")
+    else:
+        c["step_time_ms"] = np.nan
+    rows = []
+    for (model, corpus), g in c.groupby(["model", "corpus"], sort=True):
+        van = g[g["method"] == "van"]
+        if van.empty or van["output_tok_s_median"].isna().all():
+            continue
+        van = van.iloc[0]
+        for _, x in g[g["method"] != "van"].sort_values(["method", "k"]).iterrows():
+            kbar = x["tokens_per_request_step_median"]
+            r_steps = x["step_time_ms"] / van["step_time_ms"]
+            r_tpot = x["tpot_mean_ms_median"] * kbar / van["tpot_mean_ms_median"]
+            use_steps = bool(np.isfinite(r_steps))
+            r_val = r_steps if use_steps else r_tpot
+            if pd.isna(x["output_tok_s_median"]):  # no valid repeat: no number at all
+                r_steps = r_tpot = r_val = float("nan")
+            rows.append({
+                "model": model, "corpus": corpus, "configuration": x["configuration"], "method": x["method"], "k": x["k"],
+                "device": x["device"], "tokens_per_request_step": kbar,
+                "step_time_ms": x["step_time_ms"], "van_step_time_ms": van["step_time_ms"],
+                "r_steps": r_steps, "r_tpot": r_tpot, "r": r_val,
+                "r_from": ("engine steps" if use_steps else "TPOT") if np.isfinite(r_val) else "",
+                "predicted_speedup": kbar / r_val,
+                "measured_speedup": x["output_tok_s_median"] / van["output_tok_s_median"],
+                "k_bar_exceeds_r": bool(kbar > r_val) if np.isfinite(r_val) else pd.NA,
+            })
+    return pd.DataFrame(rows)
