@@ -87,9 +87,9 @@ def test_command_line_is_built_from_server_command_and_env():
     kpad4 = runs.configurations(cfg)[2]
     cmd = runs.server_command(model_path="results/models/M", served_model_name="M", port=8000, configuration=kpad4, server=cfg["server"],
                               tensor_parallel_size=2, device="cuda", cpus="0-3", python="python")
-    assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 VLLM_PORT=8000 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm")
+    assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm")
     assert """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line and "--tensor-parallel-size 2" in line
-    assert shlex.split(line)[5:] == cmd  # after the 5 environment assignments: exactly runs.server_command's argv
+    assert shlex.split(line)[4:] == cmd  # after the 4 environment assignments: exactly runs.server_command's argv
     md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)
     assert "not on a confirmation rerun" in md and "no cudagraphs on CPU" in md
 

@@ -50,13 +50,16 @@ wildcard_constraints:
 
 
 def workflow_commit():
-    """Git commit of the workflow (with '-dirty' if the tree has changes); outside git, $KPAD_WORKFLOW_COMMIT or None."""
+    """$KPAD_WORKFLOW_COMMIT when set (a copy of the tree whose git metadata may be stale, e.g. on a lent
+    machine), else the git commit of the workflow (with '-dirty' if the tree has changes), else None."""
+    if os.environ.get("KPAD_WORKFLOW_COMMIT"):
+        return os.environ["KPAD_WORKFLOW_COMMIT"]
     try:
         sha = subprocess.run(["git", "-C", workflow.basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", workflow.basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("KPAD_WORKFLOW_COMMIT")
+        return None
 
 
 def run_path(model, corpus, configuration, repeat):
