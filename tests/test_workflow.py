@@ -37,6 +37,14 @@ def test_embedded_dry_run(tmp_path):
     assert job_counts(p.stdout + p.stderr)["run"] == 1 * 3 * 4
 
 
+@pytest.mark.parametrize(("name", "runs", "equivalence"), [("gpu-embedded.yaml", 7 * 3, 0), ("gpu-x2-tp2.yaml", 2 * 2, 1)])
+def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
+    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / name), workdir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    counts = job_counts(p.stdout + p.stderr)
+    assert (counts["run"], counts.get("equivalence", 0)) == (runs, equivalence)
+
+
 def write_config(tmp_path, mutate):
     cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
     mutate(cfg)
