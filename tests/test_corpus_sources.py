@@ -148,7 +148,8 @@ def test_gated_dataset_error_names_dataset_page_and_token(monkeypatch, make_erro
 
 
 def test_other_hub_errors_are_named(monkeypatch):
-    errors = iter([gated_error(hub_errors.RepositoryNotFoundError, 401), gated_error(hub_errors.HfHubHTTPError, 500)])
+    errors = iter([gated_error(hub_errors.RepositoryNotFoundError, 401), gated_error(hub_errors.HfHubHTTPError, 500),
+                   hub_errors.LocalEntryNotFoundError("offline")])
 
     def refuse(repo_id, **kwargs):
         raise next(errors)
@@ -160,6 +161,9 @@ def test_other_hub_errors_are_named(monkeypatch):
                        r"or private and HF_TOKEN has no access \(HF_TOKEN is not set\)"):
         corpora.hub_files("x", source)
     with pytest.raises(corpora.CorpusError, match=r"^corpus 'x': downloading dataset lmsys/lmsys-chat-1m failed \(HTTP 500"):
+        corpora.hub_files("x", source)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(corpora.CorpusError, match=r"^corpus 'x': the Hugging Face Hub cannot be reached and dataset lmsys/lmsys-chat-1m is not in the cache \(HF_HUB_OFFLINE='1'\)"):
         corpora.hub_files("x", source)
 
 
