@@ -90,3 +90,19 @@ def test_describe_flattens_configuration():
     d = runs.describe(runs.configurations(CONFIG)[2])
     assert d == {"configuration": "kpad4", "method": "kpad", "k": 4, "pad": True, "cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85}
     json.dumps(d)
+
+
+def test_workflow_commit_prefers_the_variable_then_git(tmp_path):
+    assert runs.workflow_commit(str(tmp_path), {"KPAD_WORKFLOW_COMMIT": "abc123"}) == "abc123"
+    assert runs.workflow_commit(str(tmp_path), {}) is None  # not a repository
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "f").write_text("1")
+    git = ["git", "-C", str(tmp_path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert runs.workflow_commit(str(tmp_path), {}) == sha
+    (tmp_path / "f").write_text("2")
+    assert runs.workflow_commit(str(tmp_path), {}) == sha + "-dirty"

@@ -1,7 +1,6 @@
 # Tables built from the config, input functions and wildcard constraints.
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -50,16 +49,8 @@ wildcard_constraints:
 
 
 def workflow_commit():
-    """$KPAD_WORKFLOW_COMMIT when set (a copy of the tree whose git metadata may be stale, e.g. on a lent
-    machine), else the git commit of the workflow (with '-dirty' if the tree has changes), else None."""
-    if os.environ.get("KPAD_WORKFLOW_COMMIT"):
-        return os.environ["KPAD_WORKFLOW_COMMIT"]
-    try:
-        sha = subprocess.run(["git", "-C", workflow.basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", workflow.basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    """See kpadstudy.runs.workflow_commit."""
+    return kruns.workflow_commit(workflow.basedir)
 
 
 def run_path(model, corpus, configuration, repeat):

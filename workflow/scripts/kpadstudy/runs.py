@@ -12,6 +12,8 @@ nowhere else (the pattern of vLLM's own benchmark sweep).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -201,3 +203,21 @@ def describe(configuration: Configuration) -> dict[str, Any]:
     d = asdict(configuration)
     d["configuration"] = d.pop("name")
     return d
+
+
+def workflow_commit(basedir: str, environ: dict[str, str] | None = None) -> str | None:
+    """The workflow's commit for the run records.
+
+    ``$KPAD_WORKFLOW_COMMIT`` when set (a copy of the tree whose git metadata may be stale, e.g. on a lent
+    machine), else ``git rev-parse HEAD`` in ``basedir`` with ``-dirty`` when tracked files have changes,
+    else None (no git, or not a repository).
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get("KPAD_WORKFLOW_COMMIT"):
+        return environ["KPAD_WORKFLOW_COMMIT"]
+    try:
+        sha = subprocess.run(["git", "-C", basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
