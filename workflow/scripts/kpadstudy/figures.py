@@ -35,7 +35,7 @@ def best_k_heatmap(best: pd.DataFrame, note: str = "") -> plt.Figure:
     for m in k_table.index:
         for c in k_table.columns:
             k = k_table.loc[m, c]
-            annot.loc[m, c] = "no valid run" if np.isnan(k) else f"K{int(k)}\n{tok.loc[m, c]:,.1f} tok/s"
+            annot.loc[m, c] = "no valid run" if np.isnan(k) else f"K{int(k)}\n{_tok_s(tok.loc[m, c])} tok/s"
     # one colour per K actually present; index of K in `ks` is what is drawn
     idx = k_table.apply(lambda col: col.map(lambda k: ks.index(int(k)) if not np.isnan(k) else np.nan))
     width = max(6.0, 3.0 + 1.9 * len(k_table.columns))
@@ -287,3 +287,8 @@ def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
     _title(ax, "K-bar > R? predicted vs measured speed-up over van", note, 6.8)
     fig.tight_layout()
     return fig
+
+
+def _tok_s(value: float) -> str:
+    """Output tok/s for a label: whole numbers from 100 up (GPU), one decimal below (CPU)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
