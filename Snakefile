@@ -36,6 +36,7 @@ include: "workflow/rules/advice.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cache.smk"
+include: "workflow/rules/plan.smk"
 
 
 rule all:
