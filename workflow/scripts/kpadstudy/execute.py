@@ -149,6 +149,7 @@ def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, pl
     return "ok", ""
 
 
+CLIENT_GRACE_S = 20.0  # seconds a client may take to notice that its server died
 CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
 
 
@@ -270,6 +271,23 @@ def execute_run(
     return record
 
 
+def wait_client(client: subprocess.Popen, server: subprocess.Popen, grace_s: float = CLIENT_GRACE_S, poll_s: float = 0.5) -> bool:
+    """Wait for the benchmark client to finish; return whether the server is still alive then.
+
+    When the server dies first, the client gets ``grace_s`` seconds to notice (its requests fail) and is
+    then stopped: a client can hang on connections to a dead server, and the run must end.
+    """
+    died_at = None
+    while client.poll() is None:
+        if died_at is None and server.poll() is not None:
+            died_at = time.monotonic()
+        if died_at is not None and time.monotonic() - died_at > grace_s:
+            stop(client, grace_s=5.0)
+            break
+        time.sleep(poll_s)
+    return server.poll() is None
+
+
 def fake_server_command(port: int, configuration: runs.Configuration, server: dict[str, Any], cpus: str | None, python: str = sys.executable) -> list[str]:
     """Command line of the fake server (config ``server.backend: fake``): no model, streams on a fixed schedule.
 
@@ -333,8 +351,7 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
     try:
         with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
             record["boot_s"] = round(boot_s, 2)
-            client.wait()
-            alive = proc.poll() is None
+            alive = wait_client(client, proc)
             time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
             after_text = ""
             if alive:
