@@ -28,6 +28,7 @@ include: "workflow/rules/mix.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/equivalence.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/confirm.smk"
 include: "workflow/rules/reference.smk"
 include: "workflow/rules/comparison.smk"
 include: "workflow/rules/stepcost.smk"
@@ -35,6 +36,7 @@ include: "workflow/rules/advice.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cache.smk"
+include: "workflow/rules/plan.smk"
 
 
 rule all:

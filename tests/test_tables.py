@@ -69,3 +69,18 @@ def test_cells_client_limited_any_valid_run():
     assert any_client_limited(runs(False, None)) is None
     assert any_client_limited(runs()) is None
     assert any_client_limited(pd.DataFrame({"status": ["ok"]})) is None
+
+
+def test_cells_of_runs_without_any_measurement():
+    """Only boot failures and a run whose client wrote nothing: rows with empty medians, no error."""
+    from kpadstudy.tables import cells, failure_label
+    runs = pd.DataFrame([
+        {"model": "m", "corpus": "c", "configuration": "van", "method": "van", "k": 0, "pad": False, "device": "cpu", "repeat": 1,
+         "status": "boot_failed", "reason": "no_kv_cache: ..."},
+        {"model": "m", "corpus": "c", "configuration": "suf", "method": "suf", "k": 32, "pad": False, "device": "cpu", "repeat": 1,
+         "status": "invalid", "reason": "server died during the measurement"},
+    ])
+    t = cells(runs).set_index("configuration")
+    assert (t.loc["van", "statuses"], t.loc["van", "n_valid"], t.loc["suf", "statuses"]) == ("boot_failed:1", 0, "invalid:1")
+    assert t["output_tok_s_median"].isna().all() and t["output_tok_s_mad"].isna().all()
+    assert failure_label(t.loc[["van"]]) == "did not boot" and failure_label(t.loc[["suf"]]) == "failed"

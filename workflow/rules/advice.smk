@@ -1,7 +1,7 @@
 rule recommendations:
     """Per cell the configuration to serve with and its exact server command line and environment."""
     input:
-        cells="results/cells.parquet",
+        cells=ANALYSIS_CELLS,
     output:
         report("results/recommendations.md", category="Tables", caption=caption("recommendations")),
     params:

@@ -1,10 +1,13 @@
 # Tables built from the config, input functions and wildcard constraints.
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+from kpadstudy import confirm as kconfirm  # noqa: E402
+from kpadstudy import cpus as kcpus  # noqa: E402
 from kpadstudy import runs as kruns  # noqa: E402
 
 CONFIGURATIONS = kruns.configurations(config)
@@ -19,6 +22,13 @@ REFERENCE_CSV = str(Path(workflow.basedir) / config["reference"]["csv"])  # an a
 REFERENCE_PARQUET = "results/reference/kpad_published.parquet"
 # figures of rule figures (results/cells.parquet, results/runs.parquet, the published study)
 FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad", "ours_vs_published", "k_vs_r"]
+# threads of a run job: the CPUs its taskset lists name (server and client together), so runs with
+# small CPU lists can run side by side; 1 when nothing is pinned. Never workflow.cores: that serialises runs.
+RUN_THREADS = max(1, kcpus.pinned_cpu_count(config["taskset"]))
+CONFIRM = config["confirm"]
+# cells the figures, comparison and recommendations read: with confirmation, the sweep's cells with the
+# confirmation's van / suf / bestkpad rows preferred (rule analysis_cells)
+ANALYSIS_CELLS = "results/cells_final.parquet" if CONFIRM["enabled"] else "results/cells.parquet"
 CACHE = config["cache"]
 CACHE_PUBLISHED = os.path.normpath(CACHE["cells"]) == REFERENCE_PARQUET
 CACHE_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"] + ([] if CACHE_PUBLISHED else ["ours_vs_published"]) + (["k_vs_r"] if CACHE["runs"] else [])
@@ -67,6 +77,28 @@ def previous_run(wildcards):
     return [run_path(wildcards.model, wildcards.corpus, configuration, repeat)]
 
 
+def confirm_path(model, corpus, configuration, repeat):
+    """The one path pattern of a confirmation run's record (apart from the sweep's)."""
+    return f"results/confirm/{model}/{corpus}/{configuration}/r{repeat}.json"
+
+
+def confirm_plan(wildcards=None):
+    """{(model, corpus): [(configuration, repeat), ...]} from the checkpoint's output (interleaved order)."""
+    with open(checkpoints.best_k.get().output[0]) as f:
+        return kconfirm.confirm_order(json.load(f), [c.name for c in CONFIGURATIONS])
+
+
+def confirm_previous(wildcards):
+    """The confirmation run just before this one in its cell (none for the first)."""
+    order = confirm_plan()[(wildcards.model, wildcards.corpus)]
+    i = order.index((wildcards.configuration, int(wildcards.repeat)))
+    return [] if i == 0 else [confirm_path(wildcards.model, wildcards.corpus, *order[i - 1])]
+
+
+def all_confirm_runs(wildcards):
+    return [confirm_path(m, c, cfg, r) for (m, c), order in confirm_plan().items() for cfg, r in order]
+
+
 def all_runs():
     return [run_path(m, c, cfg, r) for m in MODELS for c in MEASURED_CORPORA for cfg, r in RUN_ORDER]
 
@@ -91,6 +123,7 @@ def get_final_output():
         "results/runs.parquet",
         "results/cells.parquet",
         *(["results/equivalence.parquet"] if all_equivalence_checks() else []),
+        *(["results/confirmed.parquet", ANALYSIS_CELLS] if CONFIRM["enabled"] else []),
         REFERENCE_PARQUET,
         "results/ours_vs_published.parquet",
         "results/step_cost.parquet",

@@ -1,7 +1,7 @@
 rule comparison:
     """Ours vs published, ratios only (bestKpad/suf, bestKpad/van) and best-K agreement: Parquet and markdown."""
     input:
-        cells="results/cells.parquet",
+        cells=ANALYSIS_CELLS,
         reference=REFERENCE_PARQUET,
     output:
         parquet="results/ours_vs_published.parquet",

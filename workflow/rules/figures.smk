@@ -1,7 +1,7 @@
 rule figures:
     """Every figure of the study from results/cells.parquet (+ runs, + the published study), PNG (in the report) and SVG."""
     input:
-        cells="results/cells.parquet",
+        cells=ANALYSIS_CELLS,
         runs="results/runs.parquet",
         reference=REFERENCE_PARQUET,
     output:

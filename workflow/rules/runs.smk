@@ -2,7 +2,8 @@ rule run:
     """One fresh vLLM server for one configuration: boot, warm up, measure, record, stop.
 
     A cell's runs are chained in the interleaved order (previous_run), so slow drift hits every
-    configuration alike. A run takes all cores, so two servers never share CPUs.
+    configuration alike. Threads = the CPUs of the taskset lists (RUN_THREADS); ports and GPUs are
+    taken per run through lock files (kpadstudy.ports, kpadstudy.gpus), so runs can go side by side.
     """
     input:
         model="results/models/{model}",
@@ -18,7 +19,7 @@ rule run:
     params:
         plugin_path=PLUGIN_PATH,
         commit=workflow_commit(),
-    threads: workflow.cores
+    threads: RUN_THREADS
     resources:
         gpu=lambda wc: gpus_per_run(wc.model),
     script:

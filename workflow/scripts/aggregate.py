@@ -1,14 +1,29 @@
-"""Rule tables: run records -> results/runs.parquet and results/cells.parquet."""
+"""Rules tables, confirmed_table and analysis_cells: run records -> Parquet tables."""
 import logging
 
 from _rule import setup_logging
 
-from kpadstudy import tables
+import pandas as pd
+
+from kpadstudy import confirm, tables
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
-runs = tables.read_runs(sm.input)
-runs.to_parquet(sm.output.runs, index=False)
-cells = tables.cells(runs)
-cells.to_parquet(sm.output.cells, index=False)
-logging.getLogger("tables").info("%d runs (%s) -> %d cell configurations", len(runs), runs["status"].value_counts().to_dict(), len(cells))
+log = logging.getLogger(sm.rule)
+if sm.rule == "tables":
+    runs = tables.read_runs(sm.input)
+    runs.to_parquet(sm.output.runs, index=False)
+    cells = tables.cells(runs)
+    cells.to_parquet(sm.output.cells, index=False)
+    log.info("%d runs (%s) -> %d cell configurations", len(runs), runs["status"].value_counts().to_dict(), len(cells))
+elif sm.rule == "confirmed_table":
+    runs = tables.read_runs(sm.input)
+    out = confirm.confirmed_cells(runs) if len(runs) else pd.DataFrame()
+    out.to_parquet(sm.output[0], index=False)
+    log.info("%d confirmation runs -> %d rows", len(runs), len(out))
+elif sm.rule == "analysis_cells":
+    out = confirm.prefer_confirmed(pd.read_parquet(sm.input.cells), pd.read_parquet(sm.input.confirmed))
+    out.to_parquet(sm.output[0], index=False)
+    log.info("%d rows, %d from the confirmation", len(out), int((out["phase"] == "confirm").sum()))
+else:
+    raise ValueError(f"aggregate.py does not serve rule {sm.rule}")

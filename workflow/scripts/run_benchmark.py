@@ -1,4 +1,4 @@
-"""Rule run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
+"""Rules run and confirm_run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
 import logging
 import signal
 import sys
@@ -9,8 +9,9 @@ from _rule import setup_logging
 from kpadstudy.execute import execute_run
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
-    # Snakemake stops jobs with SIGTERM: turn it into SystemExit so the server is stopped in `finally`.
+    # Snakemake stops jobs with SIGTERM, Ctrl-C sends SIGINT: both become SystemExit, so the server is stopped in `finally`.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(128 + signum))
     sm = snakemake  # noqa: F821
     w = sm.wildcards
     setup_logging(None)
@@ -18,5 +19,6 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
         config=sm.config, model=w.model, model_path=sm.input.model, corpus_path=sm.input.corpus, corpus=w.corpus,
         configuration_name=w.configuration, repeat=int(w.repeat), out_json=Path(sm.output[0]),
         log_dir=Path(sm.log.server).parent, plugin_path=sm.params.plugin_path, workflow_commit=sm.params.commit,
+        phase="confirm" if sm.rule == "confirm_run" else "sweep",
     )
     logging.getLogger("run").info("%s %s %s r%s: %s %s output_tok_s=%s", w.model, w.corpus, w.configuration, w.repeat, record["status"], record.get("reason", ""), record.get("output_tok_s"))

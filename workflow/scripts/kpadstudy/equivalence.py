@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import runs
-from .server import free_port
+from . import ports, runs
 
 
 def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any]:
@@ -120,19 +119,20 @@ def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: in
         RuntimeError: the process failed (its output is in the message).
     """
     side = runs.Configuration(f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9)
-    env = runs.server_env(dict(os.environ), configuration=side, server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
-                          device=device, plugin_path=plugin_path, vllm_port=free_port())
-    # engine core in this process: every request is added before the first step, so the schedule
-    # does not depend on how fast requests reach a separate engine process
-    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    if stats_dir:
-        env["KPAD_STATS_DIR"] = stats_dir
-    cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
-           "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out),
-           "--tensor-parallel-size", str(tensor_parallel_size)]
-    if extra_file:
-        cmd += ["--extra", extra_file]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    with ports.port_block() as block:  # vLLM's internal ports inside a locked block (see kpadstudy.ports)
+        env = runs.server_env(dict(os.environ), configuration=side, server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
+                              device=device, plugin_path=plugin_path, vllm_port=block.vllm_base)
+        # engine core in this process: every request is added before the first step, so the schedule
+        # does not depend on how fast requests reach a separate engine process
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        if stats_dir:
+            env["KPAD_STATS_DIR"] = stats_dir
+        cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
+               "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out),
+               "--tensor-parallel-size", str(tensor_parallel_size)]
+        if extra_file:
+            cmd += ["--extra", extra_file]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"equivalence side pad={pad} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}")
     return json.loads(Path(out).read_text())

@@ -4,7 +4,10 @@ A run always ends as a record (JSON) with a ``status``:
     ``ok``           every measured request completed with output, the server stayed up.
     ``invalid``      the measurement happened but cannot be trusted (failed requests, zero output
                      tokens, the server died, the K-pad patch did not load); ``reason`` says which.
-    ``boot_failed``  the server never became healthy; ``reason`` says how (``exited``, ``timeout``).
+    ``boot_failed``  the server never became healthy, after every attempt of the retry policy;
+                     ``boot_failure`` is the class (``no_kv_cache``, ``oom``, ``timeout``, ``crash``,
+                     ``unsupported``, :mod:`kpadstudy.boot`), ``reason`` starts with it and quotes the
+                     log line; ``attempts`` and ``attempt_settings`` say what each attempt used.
 Records that are not ``ok`` are kept in ``runs.parquet`` and never plotted as numbers.
 
 Independently of the status, ``client_limited`` says whether the run came near the load generator's own
@@ -13,6 +16,7 @@ ceiling (:func:`client_limit`), where the measurement would be the client's rath
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -27,8 +31,8 @@ from typing import Any
 
 from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
 
-from . import corpora, metrics, runs
-from .server import ServerBootError, free_port, get_text, running_server, stop
+from . import boot, corpora, cpus, gpus, metrics, ports, runs
+from .server import ServerBootError, get_text, running_server, stop
 
 BENCH_KEYS = {
     "duration": "duration_s",
@@ -145,6 +149,7 @@ def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, pl
     return "ok", ""
 
 
+CLIENT_GRACE_S = 20.0  # seconds a client may take to notice that its server died
 CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
 
 
@@ -185,99 +190,78 @@ def execute_run(
     log_dir: Path,
     plugin_path: str,
     workflow_commit: str | None = None,
+    allowed_cpus: set[int] | None = None,
+    phase: str = "sweep",
 ) -> dict[str, Any]:
     """Run one (model, corpus, configuration, repeat) and write its record to ``out_json``.
 
+    The run owns its server's whole life: it takes a locked block of ports (:mod:`kpadstudy.ports`) and,
+    on a GPU node, its own GPUs (:mod:`kpadstudy.gpus`, ``CUDA_VISIBLE_DEVICES``), boots the server in
+    its own process group, and stops that group on success, on error and on SIGINT / SIGTERM (the rule
+    script turns SIGTERM into ``SystemExit``). A boot that fails is classified (:mod:`kpadstudy.boot`)
+    and retried with the settings of config ``server.retry``; each attempt's settings are recorded in
+    ``attempt_settings``. The record is written atomically (``.partial``, then renamed), so an
+    interrupted run leaves no record and is redone by the next ``snakemake``.
+
+    Args:
+        allowed_cpus: CPUs this job may use (default ``os.sched_getaffinity(0)``).
+        phase: ``sweep`` (rule run) or ``confirm`` (rule confirm_run), recorded as ``phase``.
+
     Returns:
-        The record (also written). Boot failures and invalid measurements are records too; only
-        errors in our own inputs (unknown configuration, unreadable corpus) raise.
+        The record (also written). Boot failures and invalid measurements are records too.
+
+    Raises:
+        ValueError: a taskset list outside ``allowed_cpus``, a retry adjustment the config cannot apply,
+            an unknown configuration: errors in our own inputs, before any server starts.
+        TimeoutError: the GPUs the run needs did not become free (``node.gpu_wait_s``).
     """
     configuration = {c.name: c for c in runs.configurations(config)}[configuration_name]
-    if configuration.speculative:  # stop before any server starts
+    pin = config.get("taskset") or {}
+    cpus.check_pinning(pin, allowed_cpus)
+    backend = config["server"].get("backend", "vllm")
+    if configuration.speculative and backend == "vllm":  # stop before any server starts
         check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
-    server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
+    retry = config["server"].get("retry") or {"attempts": 1, "adjust": {}}
+    boot.attempt_settings(config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {}))  # config errors now
+    load, node = config["load"], config.get("node") or {}
     device = resolve_device(config.get("device", "auto"))
     records = corpora.read_jsonl(Path(corpus_path))
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     server_log, client_log = log_dir / "server.log", log_dir / "client.log"
-    for p in (server_log, client_log):
+    for p in (server_log, client_log, log_dir / "server.pid"):
         p.unlink(missing_ok=True)
-
-    port, vllm_port = free_port(), free_port()
-    base_url = f"http://127.0.0.1:{port}"
     tp = int(config["models"][model].get("tensor_parallel_size", 1))
-    server_cmd = runs.server_command(
-        model_path=model_path, served_model_name=model, port=port, configuration=configuration,
-        server=server_cfg, tensor_parallel_size=tp, device=device, cpus=pin.get("server"),
-    )
-    env = runs.server_env(dict(os.environ), configuration=configuration, server=server_cfg, device=device, plugin_path=plugin_path, vllm_port=vllm_port)
-    client_env = dict(os.environ)
-    client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else "")
+    n_gpus = tp if device == "cuda" else 0
 
     record: dict[str, Any] = {
         "model": model, "corpus": corpus, **runs.describe(configuration), "repeat": repeat,
         "device": device, "server_cpus": pin.get("server"), "client_cpus": pin.get("client"),
         "workflow_commit": workflow_commit, **versions(),
         "max_concurrency": load["max_concurrency"], "max_tokens": load["max_tokens"], "temperature": load["temperature"],
-        "seed": server_cfg.get("seed", 0), "prompts_seed": config["prompts"]["seed"],
+        "seed": config["server"].get("seed", 0), "prompts_seed": config["prompts"]["seed"],
         "config_hash": config_hash(config, configuration_name), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "server_command": " ".join(server_cmd),
+        "server_backend": backend, "phase": phase,
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        stats_dir = Path(tmp) / "kpad-stats"
-        env["KPAD_STATS_DIR"] = str(stats_dir)
-        snapshot = Path(tmp) / "after-warmup.json"
-        files = {}
-        for split in ("warmup", "measured"):
-            files[split] = Path(tmp) / f"{split}.jsonl"
-            files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
-
-        client_cmd = runs.bench_command(
-            base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files["measured"]),
-            num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
-            result_dir=tmp, result_filename="bench.json", cpus=pin.get("client"),
-        ) + runs.warmup_args(str(files["warmup"]), files["warmup_n"]) + [
-            "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
-            "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30),
-        ]
-        record["client_command"] = " ".join(client_cmd)
-        record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
-        # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
-        with open(client_log, "ab") as clog:
-            client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
-                record["boot_s"] = round(boot_s, 2)
-                client.wait()
-                alive = proc.poll() is None
-                time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
-                after_text = get_text(f"{base_url}/metrics") if alive else ""
-                after = metrics.parse_counters(after_text)
-                after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
-            snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}}
-            before = metrics.parse_counters(snap["metrics"])
-            before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
-            record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
-            result_file = Path(tmp) / "bench.json"
-            bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
-            record["client_returncode"] = client.returncode
-            plugin_ok = (not configuration.pad) or _plugin_active(server_log)
-            record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok)
-            if bench_json:
-                record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
-                record.update(metrics.itl_per_token(bench_json))
-            record["client_limited"], record["client_limited_reason"] = client_limit(
-                record.get("output_tok_s"), load.get("client_ceiling_tok_s"), load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION))
-            delta = metrics.counter_delta(before, after)
-            record.update({k: delta.get(k) for k in metrics.COUNTERS})
-            record.update(metrics.speculation_measures(delta))
-            record.update(step_measures(snap["stats"], after_stats))
-            record.update(resolved_settings(server_log.read_text(errors="replace")))
-        except ServerBootError as err:
-            record["status"], record["reason"] = "boot_failed", f"{err.reason}: {err}"
-        finally:
-            stop(client, grace_s=5.0)  # no-op when it has exited
+    with ports.port_block(node.get("lock_dir")) as block, \
+            gpus.allocated_gpus(n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))) as gpu_ids, \
+            tempfile.TemporaryDirectory() as tmp:
+        record.update(port=block.api, vllm_port=block.vllm_base, cuda_visible_devices=",".join(gpu_ids) if n_gpus else None)
+        history: list[str] = []
+        attempt_log: list[dict[str, Any]] = []
+        while True:
+            settings = boot.attempt_settings(config, retry, history)
+            attempt_config = boot.apply_settings(config, settings)
+            outcome = _attempt(attempt_config, configuration, settings, model, model_path, records, block, gpu_ids if n_gpus else None,
+                               device, tp, backend, plugin_path, server_log, client_log, Path(tmp) / f"attempt{len(history) + 1}", record)
+            attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
+            if outcome == "ok":
+                break
+            history.append(outcome)
+            if boot.attempt_settings(config, retry, history) is None:
+                break
+        record["attempts"] = len(attempt_log)
+        record["attempt_settings"] = attempt_log
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     out_json = Path(out_json)
     out_json.parent.mkdir(parents=True, exist_ok=True)
@@ -285,6 +269,128 @@ def execute_run(
     tmp_out.write_text(json.dumps(record, indent=1, default=str))
     tmp_out.replace(out_json)
     return record
+
+
+def wait_client(client: subprocess.Popen, server: subprocess.Popen, grace_s: float = CLIENT_GRACE_S, poll_s: float = 0.5) -> bool:
+    """Wait for the benchmark client to finish; return whether the server is still alive then.
+
+    When the server dies first, the client gets ``grace_s`` seconds to notice (its requests fail) and is
+    then stopped: a client can hang on connections to a dead server, and the run must end.
+    """
+    died_at = None
+    while client.poll() is None:
+        if died_at is None and server.poll() is not None:
+            died_at = time.monotonic()
+        if died_at is not None and time.monotonic() - died_at > grace_s:
+            stop(client, grace_s=5.0)
+            break
+        time.sleep(poll_s)
+    return server.poll() is None
+
+
+def fake_server_command(port: int, configuration: runs.Configuration, server: dict[str, Any], cpus: str | None, python: str = sys.executable) -> list[str]:
+    """Command line of the fake server (config ``server.backend: fake``): no model, streams on a fixed schedule.
+
+    Tokens per chunk: 1 for van, ``1 + k // 4`` for speculative configurations (so a larger K is
+    faster and the best kpad K is the largest); ``server.fake.chunk_gap_ms`` between chunks. For tests
+    of the pipeline's life cycle only: its numbers mean nothing.
+    """
+    per_chunk = 1 + configuration.k // 4 if configuration.speculative else 1
+    cmd = ["taskset", "-c", cpus] if cpus else []
+    return cmd + [python, "-m", "kpadstudy.fake_server", "--port", str(port), "--tokens-per-chunk", str(per_chunk),
+                  "--chunk-gap-ms", str((server.get("fake") or {}).get("chunk_gap_ms", 20.0))]
+
+
+def _attempt(config, configuration, settings, model, model_path, records, block, gpu_ids, device, tp, backend, plugin_path,
+             server_log: Path, client_log: Path, tmp: Path, record: dict[str, Any]) -> str:
+    """One boot of the server and, once healthy, the measurement; fills ``record``.
+
+    Returns ``"ok"`` when the server became healthy (whatever the measurement's status), else the boot
+    failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``.
+    """
+    server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
+    if settings.get("gpu_memory_utilization") is not None and configuration.gpu_memory_utilization != settings["gpu_memory_utilization"]:
+        configuration = dataclasses.replace(configuration, gpu_memory_utilization=settings["gpu_memory_utilization"])
+    base_url = f"http://127.0.0.1:{block.api}"
+    if backend == "fake":
+        server_cmd = fake_server_command(block.api, configuration, server_cfg, pin.get("server"))
+    else:
+        server_cmd = runs.server_command(
+            model_path=model_path, served_model_name=model, port=block.api, configuration=configuration,
+            server=server_cfg, tensor_parallel_size=tp, device=device, cpus=pin.get("server"),
+        )
+    env = runs.server_env(dict(os.environ), configuration=configuration, server=server_cfg, device=device, plugin_path=plugin_path,
+                          vllm_port=block.vllm_base, cuda_visible_devices=gpu_ids)
+    client_env = dict(os.environ)
+    client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else "")
+    record["server_command"] = " ".join(server_cmd)
+    tmp.mkdir(parents=True, exist_ok=True)
+    stats_dir = tmp / "kpad-stats"
+    env["KPAD_STATS_DIR"] = str(stats_dir)
+    snapshot = tmp / "after-warmup.json"
+    files = {}
+    for split in ("warmup", "measured"):
+        files[split] = tmp / f"{split}.jsonl"
+        files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
+    client_cmd = runs.bench_command(
+        base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files["measured"]),
+        num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
+        result_dir=str(tmp), result_filename="bench.json", cpus=pin.get("client"),
+    ) + runs.warmup_args(str(files["warmup"]), files["warmup_n"]) + [
+        "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
+        "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30),
+    ]
+    record["client_command"] = " ".join(client_cmd)
+    record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
+    log_start = server_log.stat().st_size if server_log.exists() else 0
+    with open(server_log, "a") as f:
+        f.write(f"=== kpadstudy: attempt with {json.dumps(settings)}\n")
+    # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
+    with open(client_log, "ab") as clog:
+        client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
+            record["boot_s"] = round(boot_s, 2)
+            alive = wait_client(client, proc)
+            time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
+            after_text = ""
+            if alive:
+                try:
+                    after_text = get_text(f"{base_url}/metrics")
+                except OSError:  # died just now
+                    alive = False
+            after = metrics.parse_counters(after_text)
+            after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
+        snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}}
+        before = metrics.parse_counters(snap["metrics"])
+        before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
+        record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
+        result_file = tmp / "bench.json"
+        bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
+        record["client_returncode"] = client.returncode
+        plugin_ok = (not configuration.pad) or backend == "fake" or _plugin_active(server_log)
+        record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok)
+        record["boot_failure"] = None
+        if bench_json:
+            record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
+            record.update(metrics.itl_per_token(bench_json))
+        record["client_limited"], record["client_limited_reason"] = client_limit(
+            record.get("output_tok_s"), load.get("client_ceiling_tok_s"), load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION))
+        delta = metrics.counter_delta(before, after)
+        record.update({k: delta.get(k) for k in metrics.COUNTERS})
+        record.update(metrics.speculation_measures(delta))
+        record.update(step_measures(snap["stats"], after_stats))
+        record.update(resolved_settings(server_log.read_text(errors="replace")))
+        return "ok"
+    except ServerBootError as err:
+        with open(server_log, "rb") as f:
+            f.seek(log_start)
+            text = f.read().decode("utf-8", errors="replace")
+        reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout")
+        record["status"], record["reason"], record["boot_failure"] = "boot_failed", f"{reason}: {evidence} ({err})", reason
+        return reason
+    finally:
+        stop(client, grace_s=5.0)  # no-op when it has exited
 
 
 def _plugin_active(server_log: Path) -> bool:

@@ -103,7 +103,12 @@ class FakeServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
         return app
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """No Prometheus counters: an empty text, so a run against the fake server reads none."""
+        return web.Response(text="")
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -110,6 +110,8 @@ def server_command(
         "--seed", str(server.get("seed", 0)),
         "--dtype", server.get("dtype", "auto"),
     ]
+    if server.get("max_num_seqs"):
+        cmd += ["--max-num-seqs", str(server["max_num_seqs"])]
     if device == "cpu":
         cmd += ["--enforce-eager"]
     else:
@@ -123,8 +125,13 @@ def server_command(
     return cmd
 
 
-def server_env(base_env: dict[str, str], *, configuration: Configuration, server: dict[str, Any], device: str, plugin_path: str, vllm_port: int) -> dict[str, str]:
+def server_env(base_env: dict[str, str], *, configuration: Configuration, server: dict[str, Any], device: str, plugin_path: str, vllm_port: int,
+               cuda_visible_devices: list[str] | None = None) -> dict[str, str]:
     """Environment of the server process.
+
+    ``base_env`` (the job's environment) passes through whole: the node's ``NCCL_*``, ``HF_*``,
+    ``CUDA_*`` variables reach the server; config ``server.env`` comes on top. ``cuda_visible_devices``
+    (the GPUs :mod:`kpadstudy.gpus` gave the run) sets ``CUDA_VISIBLE_DEVICES``; None leaves it as it is.
 
     ``VLLM_PLUGINS`` names only our plugin (an empty value would load no plugin at all, and an unset one
     would also load arctic-inference's); ``VLLM_SUFFIX_PAD_UNIFORM`` is ``1`` only for ``kpad``.
@@ -136,6 +143,8 @@ def server_env(base_env: dict[str, str], *, configuration: Configuration, server
     env["VLLM_PLUGINS"] = PLUGIN_NAME
     env["VLLM_SUFFIX_PAD_UNIFORM"] = "1" if configuration.pad else "0"
     env["VLLM_PORT"] = str(vllm_port)
+    if cuda_visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(cuda_visible_devices)
     env["PYTHONPATH"] = plugin_path + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(server["cpu"]["kvcache_space_gib"])

@@ -19,11 +19,15 @@ from typing import Iterator
 
 
 class ServerBootError(RuntimeError):
-    """The server did not become healthy. ``reason`` is ``exited`` or ``timeout``; the log path is in the message."""
+    """The server did not become healthy. ``reason`` is ``exited`` or ``timeout``; the log path is in the message.
 
-    def __init__(self, reason: str, message: str):
+    ``exit_code`` is the server's exit code (None when it was still running at the timeout).
+    """
+
+    def __init__(self, reason: str, message: str, exit_code: int | None = None):
         super().__init__(message)
         self.reason = reason
+        self.exit_code = exit_code
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -49,7 +53,7 @@ def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_pa
     while True:
         code = proc.poll()
         if code is not None:
-            raise ServerBootError("exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}")
+            raise ServerBootError("exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}", code)
         try:
             with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310
                 if response.status == 200:
@@ -61,25 +65,48 @@ def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_pa
         time.sleep(poll_s)
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is still there (zombies count until reaped)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """SIGTERM the server's whole process group (API server, engine core, workers), SIGKILL after ``grace_s``."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+    """SIGTERM the process's whole group (API server, engine core, workers), SIGKILL after ``grace_s``.
+
+    The group is signalled even when its leader has already exited: vLLM's engine core and workers
+    can outlive a dead API server, and they must not outlive the run.
+    """
+    if proc.poll() is None or group_alive(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
+        pass
+    while group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if group_alive(proc.pid) or proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        end = time.monotonic() + 10
+        while group_alive(proc.pid) and time.monotonic() < end:
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float) -> Iterator[tuple[subprocess.Popen, float]]:
     """Start ``cmd`` in its own process group, wait for health, yield ``(process, boot seconds)``, always stop it.
 
-    The server's stdout and stderr go to ``log_path``.
+    The server's stdout and stderr go to ``log_path``; its pid (= its process group id) to ``server.pid``
+    beside it, so an operator (or a test) can find the group while the run lasts.
 
     Raises:
         ServerBootError: see :func:`wait_healthy`.
@@ -88,6 +115,7 @@ def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
         proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        (log_path.parent / "server.pid").write_text(f"{proc.pid}\n")  # = its process group id
         try:
             boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
             yield proc, boot_s

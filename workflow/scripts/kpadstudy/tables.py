@@ -64,7 +64,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         for m in SUMMARIZED:
             vals = pd.to_numeric(ok[m], errors="coerce").dropna() if m in ok else pd.Series(dtype=float)
             row[f"{m}_median"] = float(vals.median()) if len(vals) else float("nan")
-        tok = pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna()
+        tok = pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna() if "output_tok_s" in ok else pd.Series(dtype=float)
         row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
         row["output_tok_s_rel_mad"] = row["output_tok_s_mad"] / row["output_tok_s_median"] if len(tok) and row["output_tok_s_median"] else float("nan")
         row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)

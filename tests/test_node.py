@@ -1,0 +1,194 @@
+"""Sharing one machine: GPU slots, port blocks, CPU lists; boot-failure classes and retries; stopping a process group."""
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kpadstudy import boot, cpus, gpus, ports, runs
+from kpadstudy.server import group_alive, stop
+
+
+# --- GPU slots -------------------------------------------------------------------------------------
+
+def _hold_gpus(n, lock_dir, hold_s, queue):
+    with gpus.allocated_gpus(n, [str(i) for i in range(8)], lock_dir, timeout_s=60, poll_s=0.05) as got:
+        start = time.monotonic()
+        queue.put((n, tuple(got), "start", time.time()))
+        time.sleep(hold_s - (time.monotonic() - start))
+        queue.put((n, tuple(got), "end", time.time()))
+
+
+def test_concurrent_gpu_jobs_never_share_a_gpu(tmp_path):
+    """8 fake GPUs, 9 jobs needing 1, 2 or 4 (25 GPUs in all) at once: at no moment does a GPU have two holders."""
+    needs = [4, 2, 1, 1, 2, 4, 1, 4, 2]
+    q = mp.get_context("fork").Queue()
+    procs = [mp.get_context("fork").Process(target=_hold_gpus, args=(n, str(tmp_path), 0.4, q)) for n in needs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * len(needs)
+    events = sorted((q.get() for _ in range(2 * len(needs))), key=lambda e: (e[3], e[2] == "start"))
+    holders: dict[str, int] = {}
+    peak = 0
+    for n, got, kind, _ in events:
+        assert len(got) == n and len(set(got)) == n
+        for g in got:
+            holders[g] = holders.get(g, 0) + (1 if kind == "start" else -1)
+            assert holders[g] in (0, 1), f"GPU {g} held twice"
+        peak = max(peak, sum(holders.values()))
+    assert peak <= 8 and sum(holders.values()) == 0
+
+
+def test_gpu_allocation_takes_the_lowest_free_and_releases(tmp_path):
+    visible = [str(i) for i in range(8)]
+    with gpus.allocated_gpus(2, visible, str(tmp_path)) as a, gpus.allocated_gpus(4, visible, str(tmp_path)) as b:
+        assert (a, b) == (["0", "1"], ["2", "3", "4", "5"])
+        with pytest.raises(TimeoutError, match=r"^4 GPUs not free within 0 s: busy \['0', '1', '2', '3', '4', '5'\] of"):
+            with gpus.allocated_gpus(4, visible, str(tmp_path), timeout_s=0, poll_s=0.01):
+                pass
+    with gpus.allocated_gpus(8, visible, str(tmp_path)) as c:
+        assert c == visible
+    with gpus.allocated_gpus(0, visible, str(tmp_path)) as none:
+        assert none == []
+    with pytest.raises(ValueError, match=r"a run needs 9 GPUs \(tensor_parallel_size\) but the node offers 8"):
+        with gpus.allocated_gpus(9, visible, str(tmp_path)):
+            pass
+
+
+def test_visible_gpus_from_config_or_environment():
+    assert gpus.visible_gpus(3, env={}) == ["0", "1", "2"]
+    assert gpus.visible_gpus([4, 6], env={}) == ["4", "6"]
+    assert gpus.visible_gpus(None, env={"CUDA_VISIBLE_DEVICES": "2, 5,7"}) == ["2", "5", "7"]
+    assert gpus.visible_gpus(None, env={"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+# --- ports -----------------------------------------------------------------------------------------
+
+def _hold_block(lock_dir, start, queue, hold_s):
+    with ports.port_block(lock_dir, (41000, 41000 + 64 * 4), start=start) as b:
+        queue.put(b.first)
+        time.sleep(hold_s)
+
+
+def test_concurrent_port_blocks_are_distinct(tmp_path):
+    """4 processes asking at once, all starting at the same block, get the 4 blocks of the range; a 5th finds none."""
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_hold_block, args=(str(tmp_path), 0, q, 1.5)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    firsts = sorted(q.get(timeout=30) for _ in procs)
+    assert firsts == [41000, 41064, 41128, 41192]
+    with pytest.raises(RuntimeError, match=r"no free block of 64 ports in 41000-41255"):
+        with ports.port_block(str(tmp_path), (41000, 41256), start=0):
+            pass
+    for p in procs:
+        p.join(30)
+
+
+def test_port_block_skips_ports_in_use_and_names_vllm_base(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 42001))  # the second port of the first block: another program's
+        s.listen()
+        with ports.port_block(str(tmp_path), (42000, 42000 + 64 * 2), start=0) as b:
+            assert (b.api, b.vllm_base) == (42064, 42065)
+            assert ports.bindable(42064)  # locked by us, not bound: the server binds it
+
+
+# --- CPU lists -------------------------------------------------------------------------------------
+
+def test_cpu_lists_parse_and_format():
+    assert cpus.parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert cpus.format_cpu_set({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    with pytest.raises(ValueError, match=r"CPU list '0-x': '0-x' is not N or A-B"):
+        cpus.parse_cpu_list("0-x")
+    assert cpus.pinned_cpu_count({"server": "0-47,56-103", "client": "48-55"}) == 104
+    assert cpus.pinned_cpu_count({"server": None, "client": None}) == 0
+
+
+def test_cpu_list_outside_the_allowed_set_is_an_error_naming_both():
+    with pytest.raises(ValueError) as err:
+        cpus.check_pinning({"server": "0-47,56-103", "client": "48-55"}, allowed={0, 1})
+    assert str(err.value) == ("taskset.server '0-47,56-103' names CPUs 2-47,56-103 outside this job's allowed CPUs 0-1 "
+                              "(os.sched_getaffinity); set taskset.server inside them")
+    with pytest.raises(ValueError, match=r"^taskset.client '2' names CPUs 2 outside this job's allowed CPUs 0-1"):
+        cpus.check_pinning({"server": "0", "client": "2"}, allowed={0, 1})
+    cpus.check_pinning({"server": "0", "client": "1"}, allowed={0, 1})  # inside: no error
+
+
+def test_run_refuses_pinning_outside_the_job_before_any_server(tmp_path):
+    from kpadstudy.execute import execute_run
+    cfg = {"configurations": {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": []}, "nopad": {"k": []}},
+           "server": {"cudagraph_mode": "FULL", "gpu_memory_utilization": 0.8}, "taskset": {"server": "0-3", "client": None}}
+    with pytest.raises(ValueError, match=r"^taskset.server '0-3' names CPUs 3 outside this job's allowed CPUs 0-2"):
+        execute_run(config=cfg, model="m", model_path="/m", corpus_path="/c", corpus="c", configuration_name="van", repeat=1,
+                    out_json=tmp_path / "r.json", log_dir=tmp_path, plugin_path="/p", allowed_cpus={0, 1, 2})
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "server.log").exists()
+
+
+# --- server environment ----------------------------------------------------------------------------
+
+def test_server_env_sets_the_runs_gpus_and_passes_the_nodes_variables():
+    van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
+    base = {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    env = runs.server_env(base, configuration=van, server={"env": {"NCCL_DEBUG": "WARN"}}, device="cuda", plugin_path="/p",
+                          vllm_port=20001, cuda_visible_devices=["4", "5"])
+    assert (env["CUDA_VISIBLE_DEVICES"], env["NCCL_IB_HCA"], env["NCCL_SOCKET_IFNAME"], env["NCCL_DEBUG"], env["VLLM_PORT"]) == ("4,5", "mlx5_0", "eth0", "WARN", "20001")
+    cpu_env = runs.server_env(base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1)
+    assert cpu_env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"  # None: left as it is
+
+
+# --- boot failures ---------------------------------------------------------------------------------
+
+KV_032 = ("(EngineCore pid=4242) ValueError: To serve at least one request with the model's max seq len (65536), (1.41 GiB KV cache is "
+          "needed, which is larger than the available KV cache memory (1.00 GiB). Based on the available memory, the estimated maximum model length is 46592.")
+
+
+@pytest.mark.parametrize("log, exit_code, timed_out, reason, evidence", [
+    ("INFO loading\n" + KV_032 + "\nRuntimeError: Engine core initialization failed.", 1, False, "no_kv_cache", KV_032),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`", 1, False, "no_kv_cache",
+     "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", 1, False, "oom",
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+    ("kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0).", 1, False, "unsupported",
+     "kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0)."),
+    ("INFO loading weights\n", None, True, "timeout", "not healthy within server.boot_timeout_s; the process was still running"),
+    ("Segmentation fault\n", -11, False, "crash", "exited with code -11 and no known cause in its log"),
+])
+def test_boot_failure_classes(log, exit_code, timed_out, reason, evidence):
+    assert boot.classify_boot_failure(log, exit_code, timed_out) == (reason, evidence)
+
+
+CFG = {"server": {"max_model_len": 4096, "max_num_seqs": None, "gpu_memory_utilization": 0.85, "cpu": {"kvcache_space_gib": 2}}}
+
+
+def test_retry_settings_per_attempt():
+    retry = {"attempts": 3, "adjust": {"no_kv_cache": {"max_model_len": 0.5}, "oom": {"gpu_memory_utilization": 0.9, "kvcache_space_gib": 0.5}}}
+    first = {"max_model_len": 4096, "max_num_seqs": None, "gpu_memory_utilization": 0.85, "kvcache_space_gib": 2}
+    assert boot.attempt_settings(CFG, retry, []) == first
+    assert boot.attempt_settings(CFG, retry, ["no_kv_cache"]) == {**first, "max_model_len": 2048}
+    assert boot.attempt_settings(CFG, retry, ["no_kv_cache", "oom"]) == {**first, "max_model_len": 2048, "gpu_memory_utilization": 0.765, "kvcache_space_gib": 1}
+    assert boot.attempt_settings(CFG, retry, ["no_kv_cache", "no_kv_cache", "no_kv_cache"]) is None  # attempts used up
+    assert boot.attempt_settings(CFG, retry, ["crash"]) is None  # no adjustment for crash: no retry
+    assert boot.attempt_settings(CFG, {"attempts": 1}, []) == first
+    with pytest.raises(ValueError, match=r"server.retry.adjust.no_kv_cache.max_num_seqs: server max_num_seqs is not set in the config"):
+        boot.attempt_settings(CFG, {"attempts": 2, "adjust": {"no_kv_cache": {"max_num_seqs": 0.5}}}, ["no_kv_cache"])
+    applied = boot.apply_settings(CFG, {**first, "max_model_len": 2048, "kvcache_space_gib": 1})
+    assert (applied["server"]["max_model_len"], applied["server"]["cpu"]["kvcache_space_gib"], CFG["server"]["max_model_len"]) == (2048, 1, 4096)
+    assert "max_num_seqs" not in {k for k, v in applied["server"].items() if v is not None}
+
+
+# --- stopping a process group ----------------------------------------------------------------------
+
+def test_stop_kills_the_group_when_its_leader_has_already_exited():
+    """A leader that leaves a child behind (as a dead API server leaves its engine core): stop() still ends the group."""
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.Popen(['sleep', '300']); sys.exit(3)"], start_new_session=True)
+    proc.wait(10)
+    assert proc.returncode == 3 and group_alive(proc.pid)  # the sleeping child lives on in the group
+    stop(proc, grace_s=5)
+    assert not group_alive(proc.pid)

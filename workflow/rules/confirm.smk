@@ -1,0 +1,72 @@
+# Confirmation of the K-sweep's best K (config `confirm`): the sweep's best kpad K is the max of noisy
+# medians, so it is biased upward; van, suf and that K are measured again, apart from the sweep.
+
+
+checkpoint best_k:
+    """Per cell the sweep's best kpad K (highest median output tok/s): results/confirm/best_k.json."""
+    input:
+        "results/cells.parquet",
+    output:
+        "results/confirm/best_k.json",
+    params:
+        repeats=CONFIRM["repeats"],
+        measured=MEASURED_CORPORA,
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/best_k.log",
+    script:
+        "../scripts/confirm.py"
+
+
+rule confirm_run:
+    """One confirmation run: the run rule's script with paths under results/confirm/ (phase confirm)."""
+    input:
+        model="results/models/{model}",
+        corpus="results/corpora/{corpus}.jsonl",
+        best_k="results/confirm/best_k.json",
+        previous=confirm_previous,
+    output:
+        "results/confirm/{model}/{corpus}/{configuration}/r{repeat}.json",
+    conda:
+        "../../envs/vllm-gpu.yaml"
+    log:
+        server="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/server.log",
+        client="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/client.log",
+    params:
+        plugin_path=PLUGIN_PATH,
+        commit=workflow_commit(),
+    threads: RUN_THREADS
+    resources:
+        gpu=lambda wc: gpus_per_run(wc.model),
+    script:
+        "../scripts/run_benchmark.py"
+
+
+rule confirmed_table:
+    """Confirmation runs -> results/confirmed.parquet (cells schema, phase confirm, the best K as method bestkpad)."""
+    input:
+        all_confirm_runs,
+    output:
+        "results/confirmed.parquet",
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/confirmed_table.log",
+    script:
+        "../scripts/aggregate.py"
+
+
+rule analysis_cells:
+    """The sweep's cells with the confirmation preferred: results/cells_final.parquet (read by figures and advice)."""
+    input:
+        cells="results/cells.parquet",
+        confirmed="results/confirmed.parquet",
+    output:
+        "results/cells_final.parquet",
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/analysis_cells.log",
+    script:
+        "../scripts/aggregate.py"

@@ -1,0 +1,124 @@
+"""What a study will cost before it starts: disk for the models, GPUs per run, server boots, wall time.
+
+``snakemake plan`` (rule plan) writes :func:`to_markdown` of :func:`plan` to ``results/plan.md`` and
+prints it. Every assumption is printed with the numbers it produced.
+
+Wall time (the estimate, not a promise):
+    one run             = ``plan.boot_s`` + (warm-up + measured prompts) / ``plan.requests_per_s``   [s]
+    GPU-seconds         = sum over runs of (one run x GPUs of its model)
+    wall time           = GPU-seconds / ``plan.gpus`` (runs packed side by side on the node, none idle)
+On CPU (``device: cpu``) runs go one after another: wall time = sum of the runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from . import runs
+
+
+def hub_size_gb(repo: str, revision: str | None = None, timeout_s: float = 10.0) -> float | None:
+    """Size of a Hub model's weight files (``*.safetensors``, else ``*.bin``) in GB (10^9 bytes); None when
+    the Hub cannot be reached (offline, ``HF_HUB_OFFLINE=1``, gated without token) or lists no weights."""
+    try:
+        from huggingface_hub import HfApi
+
+        info = HfApi().model_info(repo, revision=revision, files_metadata=True, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - any failure means: not known from the Hub
+        return None
+    files = info.siblings or []
+    for ext in (".safetensors", ".bin"):
+        sizes = [f.size for f in files if f.rfilename.endswith(ext) and f.size]
+        if sizes:
+            return sum(sizes) / 1e9
+    return None
+
+
+def dir_size_gb(path: str) -> float | None:
+    """Bytes under ``path`` in GB (10^9); None when it does not exist."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e9
+
+
+def model_size(name: str, spec: dict[str, Any], hub: Callable[[str, str | None], float | None] = hub_size_gb) -> tuple[float | None, str]:
+    """``(GB, where from)``: config ``size_gb``, else the Hub (source hf), the directory (source local), else unknown."""
+    if spec.get("size_gb") is not None:
+        return float(spec["size_gb"]), "config size_gb"
+    if spec["source"] == "hf":
+        gb = hub(spec["repo"], spec.get("revision"))
+        return (gb, "Hub metadata") if gb is not None else (None, "unknown (Hub not reachable, no size_gb)")
+    if spec["source"] == "local":
+        gb = dir_size_gb(spec["path"])
+        return (gb, "local directory") if gb is not None else (None, "unknown (path missing)")
+    return None, "unknown (converted from a packaged GGUF)"
+
+
+def plan(config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str, str | None], float | None] = hub_size_gb) -> dict[str, Any]:
+    """The plan of a resolved config.
+
+    Args:
+        measured_corpora: the corpora whose cells are run (the workflow's ``MEASURED_CORPORA``).
+        hub: looks a Hub repo's size up (GB or None); tests pass one that has no network.
+
+    Returns:
+        ``{"models": [{name, tensor_parallel_size, gpus_per_run, size_gb, size_from, runs, run_s}], "runs",
+        "confirm_runs", "boots", "disk_gb" (None if any size is unknown), "disk_known_gb", "gpu_s",
+        "wall_s", "assumptions": [str, ...]}``. ``confirm_runs`` counts the confirmation's van, suf and best
+        K per cell; ``boots`` = runs + confirm_runs (one server each; equivalence checks are not boots).
+    """
+    device = config.get("device", "auto")
+    p = config["plan"]
+    configs = runs.configurations(config)
+    n_cfg, repeats = len(configs), int(config["repeats"])
+    n_prompts = int(config["prompts"]["measured"]) + int(config["prompts"]["warmup"])
+    run_s = float(p["boot_s"]) + n_prompts / float(p["requests_per_s"])
+    confirm = config.get("confirm") or {"enabled": False}
+    n_confirm_cfg = (sum(c.name in ("van", "suf") for c in configs) + 1) if confirm["enabled"] and any(c.method == "kpad" for c in configs) else 0
+    models, gpu_s, serial_s = [], 0.0, 0.0
+    for name, spec in config["models"].items():
+        tp = int(spec.get("tensor_parallel_size", 1))
+        gpus = 0 if device == "cpu" else tp
+        size, where = model_size(name, spec, hub)
+        n_runs = len(measured_corpora) * n_cfg * repeats
+        n_conf = len(measured_corpora) * n_confirm_cfg * int(confirm.get("repeats", 0)) if n_confirm_cfg else 0
+        models.append({"name": name, "tensor_parallel_size": tp, "gpus_per_run": gpus, "size_gb": size, "size_from": where,
+                       "runs": n_runs, "confirm_runs": n_conf})
+        gpu_s += (n_runs + n_conf) * run_s * gpus
+        serial_s += (n_runs + n_conf) * run_s
+    total_runs = sum(m["runs"] for m in models)
+    confirm_runs = sum(m["confirm_runs"] for m in models)
+    sizes = [m["size_gb"] for m in models]
+    wall_s = serial_s if device == "cpu" else gpu_s / int(p["gpus"])
+    assumptions = [
+        f"one run = boot {p['boot_s']:g} s + {n_prompts} prompts ({config['prompts']['warmup']} warm-up + {config['prompts']['measured']} measured) "
+        f"/ {p['requests_per_s']:g} requests/s = {run_s:,.0f} s (config plan.boot_s, plan.requests_per_s)",
+        ("device cpu: runs one after another" if device == "cpu" else
+         f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): wall time = GPU-seconds / {p['gpus']}"),
+        "model downloads, corpus building and equivalence checks are not counted",
+    ]
+    return {"models": models, "runs": total_runs, "confirm_runs": confirm_runs, "boots": total_runs + confirm_runs,
+            "disk_gb": None if any(s is None for s in sizes) else sum(sizes), "disk_known_gb": sum(s for s in sizes if s is not None),
+            "gpu_s": gpu_s, "wall_s": wall_s, "run_s": run_s, "assumptions": assumptions}
+
+
+def to_markdown(pl: dict[str, Any]) -> str:
+    """The plan as a markdown page (what ``snakemake plan`` prints)."""
+    def gb(v):
+        return "unknown" if v is None else f"{v:,.1f}"
+    lines = ["# Plan", "", "| model | GPUs per run | runs | confirmation runs | disk (GB) | size from |", "| --- | --- | --- | --- | --- | --- |"]
+    for m in pl["models"]:
+        lines.append(f"| {m['name']} | {m['gpus_per_run']} | {m['runs']} | {m['confirm_runs']} | {gb(m['size_gb'])} | {m['size_from']} |")
+    unknown = sum(m["size_gb"] is None for m in pl["models"])
+    if pl["disk_gb"] is not None:
+        disk = f"{pl['disk_gb']:,.1f} GB"
+    else:
+        disk = f"unknown: {unknown} of {len(pl['models'])} model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take {pl['disk_known_gb']:,.1f} GB"
+    lines += ["", f"- server boots: {pl['boots']:,} ({pl['runs']:,} sweep runs + {pl['confirm_runs']:,} confirmation runs)",
+              f"- disk for the models: {disk}",
+              f"- GPU time: {pl['gpu_s'] / 3600:,.1f} GPU-hours",
+              f"- wall time: about {pl['wall_s'] / 3600:,.1f} h", "", "Assumptions:"]
+    lines += [f"- {a}" for a in pl["assumptions"]]
+    return "\n".join(lines) + "\n"
