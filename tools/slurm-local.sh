@@ -8,8 +8,10 @@
 #   tools/slurm-local.sh stop      stop the three daemons (by their pid files)
 #
 # Everything lives under $KPAD_SLURM_DIR (default /tmp/kpad-slurm): config, munge key and socket, state,
-# logs, pid files. Nothing under /etc is changed, so the system's own SLURM (if any) is untouched; the
-# clients find this cluster through SLURM_CONF. The node is this host with its real CPU count and
+# logs, pid files. One thing outside it: /etc/slurm/slurm.conf becomes a symlink to our slurm.conf (only
+# where there is none, or it is already that link), because snakemake-executor-plugin-slurm drops every
+# SLURM_* variable (SLURM_CONF too) inside a job before it calls srun, so srun must find the default path.
+# `stop` removes that link again. The node is this host with its real CPU count and
 # memory, one partition `debug`; no GPUs (gres), no cgroups (proctrack/linuxproc, task/none), no
 # accounting database: MinJobAge=3600 keeps finished jobs in `squeue --states=all`, which is what
 # snakemake-executor-plugin-slurm polls with `--slurm-status-command squeue`.
@@ -76,6 +78,11 @@ NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
     : >"$DIR/etc/plugstack.conf"
+    if [ ! -e /etc/slurm/slurm.conf ] && [ ! -L /etc/slurm/slurm.conf ]; then
+        mkdir -p /etc/slurm && ln -s "$CONF" /etc/slurm/slurm.conf
+    elif [ "$(readlink /etc/slurm/slurm.conf)" != "$CONF" ]; then
+        die "/etc/slurm/slurm.conf exists and is not ours: this machine has its own SLURM, use that"
+    fi
     [ -s "$DIR/munge/munge.key" ] || { dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none; chmod 400 "$DIR/munge/munge.key"; }
 }
 
@@ -113,6 +120,7 @@ stop() {
             echo "slurm-local: stopped $d ($pid)"
         fi
     done
+    if [ -L /etc/slurm/slurm.conf ] && [ "$(readlink /etc/slurm/slurm.conf)" = "$CONF" ]; then rm /etc/slurm/slurm.conf; fi
 }
 
 case "${1:-}" in
