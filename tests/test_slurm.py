@@ -146,8 +146,12 @@ def test_jobs_went_through_slurm(studies):
     for rule, call in zip(rules, calls):
         assert "--gpus" not in call  # device cpu: gpu resource 0
         assert ("--exclusive" in call) == (rule in ("run", "equivalence")), call
-    logs = list((studies["slurm"] / ".snakemake" / "slurm_logs").rglob("*.log"))
-    assert any("rule_run" in str(f) for f in logs), logs
-    # the servers of the SLURM study ran inside SLURM jobs
-    server_log = next((studies["slurm"] / "results" / "logs" / "runs").rglob("server.log"))
-    assert server_log.stat().st_size > 0
+    # every job SLURM ran for the study completed (MinJobAge of tools/slurm-local.sh keeps them in squeue)
+    ids = re.findall(r"submitted with SLURM jobid (\d+)", log)
+    assert len(ids) == len(calls)
+    out = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T", "-j", ",".join(ids)], capture_output=True, text=True).stdout
+    states = dict(line.split("|") for line in out.split())
+    assert states == {i: "COMPLETED" for i in ids}, states
+    # the servers of the SLURM study ran and logged
+    for server_log in (studies["slurm"] / "results" / "logs" / "runs").rglob("server.log"):
+        assert server_log.stat().st_size > 0
