@@ -34,9 +34,13 @@ def _why_not():
         import snakemake_executor_plugin_slurm  # noqa: F401
     except ImportError:
         return "snakemake-executor-plugin-slurm is not installed (pip install --no-deps -r profiles/slurm/requirements.txt)"
-    p = subprocess.run(["sinfo", "-h", "-o", "%P %c %m %t"], capture_output=True, text=True)
-    if p.returncode != 0 or not p.stdout.strip():
-        return f"sbatch is on PATH but no cluster answers sinfo ({p.stderr.strip()[:200]}); start one: tools/slurm-local.sh start"
+    try:
+        p = subprocess.run(["sinfo", "-h", "-o", "%P %c %m %t"], capture_output=True, text=True, timeout=60)
+        why = (p.stderr.strip().splitlines() or ["no partitions"])[-1] if p.returncode != 0 or not p.stdout.strip() else None
+    except subprocess.TimeoutExpired:
+        why = "sinfo timed out after 60 s"
+    if why:
+        return f"sbatch is on PATH but no cluster answers sinfo ({why[:200]}); start one: tools/slurm-local.sh start"
     return None
 
 
