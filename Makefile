@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint figures kpad-selftest bench-client
+.PHONY: install demo test lint figures kpad-selftest bench-client slurm-test
 
 install: $(STAMP)
 
@@ -52,6 +52,16 @@ kpad-selftest: $(STAMP)
 BENCH_CLIENT_ARGS ?=
 bench-client: $(STAMP)
 	PYTHONPATH=workflow/scripts $(PY) -m kpadstudy.headroom $(BENCH_CLIENT_ARGS)
+
+# profiles/slurm for real: a single-node SLURM cluster on this machine (root; apt-get install slurm-wlm munge,
+# then munged + slurmctld + slurmd under /tmp/kpad-slurm, tools/slurm-local.sh), the pinned SLURM executor
+# plugin, then tests/test_slurm.py: a reduced embedded study through `snakemake --profile` vs the same study
+# run locally. The cluster is left running (tools/slurm-local.sh stop ends it).
+slurm-test: $(STAMP)
+	tools/slurm-local.sh install
+	$(PIP) install -q --no-deps -r profiles/slurm/requirements.txt
+	tools/slurm-local.sh start
+	$(PY) -m pytest -v -rs tests/test_slurm.py
 
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint
