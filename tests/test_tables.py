@@ -84,3 +84,14 @@ def test_cells_of_runs_without_any_measurement():
     assert (t.loc["van", "statuses"], t.loc["van", "n_valid"], t.loc["suf", "statuses"]) == ("boot_failed:1", 0, "invalid:1")
     assert t["output_tok_s_median"].isna().all() and t["output_tok_s_mad"].isna().all()
     assert failure_label(t.loc[["van"]]) == "did not boot" and failure_label(t.loc[["suf"]]) == "failed"
+
+
+def test_read_cells_names_the_file_and_the_fix(tmp_path):
+    with pytest.raises(ValueError, match=r"nope.parquet: no such file"):
+        tables.read_cells(tmp_path / "nope.parquet")
+    (tmp_path / "t.txt").write_text("not parquet")
+    with pytest.raises(ValueError, match=r"t.txt is not a Parquet file"):
+        tables.read_cells(tmp_path / "t.txt")
+    pd.DataFrame({"model": ["m"], "corpus": ["c"], "configuration": ["van"], "status": ["ok"]}).to_parquet(tmp_path / "runs.parquet")
+    with pytest.raises(ValueError, match=r"is not a cells Parquet \(lacks \['k', 'method', 'output_tok_s_median'\]\)"):
+        tables.read_cells(tmp_path / "runs.parquet")

@@ -8,7 +8,7 @@ rule figures:
         [report(f"figures/{f}.png", category="Figures", caption=caption(f)) for f in FIGURES],
         expand("figures/{figure}.svg", figure=FIGURES),
     params:
-        mix=MIX,
+        mix=MIX if MIX in MEASURED_CORPORA else None,
         note="",
         out_dir=lambda w, output: os.path.dirname(output[0]),
     conda:

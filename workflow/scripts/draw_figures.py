@@ -9,29 +9,15 @@ from pathlib import Path
 
 from _rule import setup_logging
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from kpadstudy import compare, figures, reference, stepcost, tables
 
 CPU_NOTE = compare.CPU_NOTE
 PUBLISHED_NOTE = "published K-pad study (8x B200, vLLM 1.7.dev): one number per configuration, no repeats"
-CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
+read_cells = tables.read_cells
 CELL_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
-
-
-def read_cells(path: str) -> pd.DataFrame:
-    """A cells Parquet, checked.
-
-    Raises:
-        ValueError: not a cells Parquet (lacks columns), or no rows.
-    """
-    cells = pd.read_parquet(path)
-    missing = CELLS_COLUMNS - set(cells.columns)
-    if missing:
-        raise ValueError(f"{path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
-    if cells.empty:
-        raise ValueError(f"{path} has no rows: nothing to draw")
-    return cells
 
 
 def figure_names(reference_path: str | None, runs_path: str | None, cells_are_published: bool = False) -> list[str]:
@@ -54,6 +40,8 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", referen
         note = PUBLISHED_NOTE + (f". {note}" if note else "")
     best = tables.best_kpad(cells)
     mix = mix or best["corpus"].iloc[0]
+    if mix not in set(cells["corpus"]):
+        raise ValueError(f"{cells_path} has no corpus {mix!r} (it has {sorted(set(cells['corpus']))}); pass --mix with one of them")
     figs = {"best_k_heatmap": figures.best_k_heatmap(best, note=note),
             "bestkpad_over_suf": figures.bestkpad_over_suf(best, corpus=mix, note=note),
             "k_sweep": figures.k_sweep(cells, note=note),
@@ -66,9 +54,10 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", referen
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    plt.rcParams["svg.hashsalt"] = "kpadstudy"  # same data, same SVG bytes (no random ids)
     for name, fig in figs.items():
         for ext in ("png", "svg"):
-            fig.savefig(out / f"{name}.{ext}", dpi=150)
+            fig.savefig(out / f"{name}.{ext}", dpi=150, metadata={"Date": None} if ext == "svg" else None)
             written.append(out / f"{name}.{ext}")
     return written
 
@@ -87,5 +76,9 @@ elif __name__ == "__main__":
     ap.add_argument("--reference", default=None, help="the published cells Parquet: adds the ours-vs-published figure")
     a = ap.parse_args()
     setup_logging(None)
-    for p in draw(a.cells, a.out_dir, a.mix, a.note, a.reference, a.runs):
+    try:
+        written = draw(a.cells, a.out_dir, a.mix, a.note, a.reference, a.runs)
+    except ValueError as err:
+        raise SystemExit(f"draw_figures: {err}") from None
+    for p in written:
         print(p)

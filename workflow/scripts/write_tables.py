@@ -25,7 +25,7 @@ def _with_device(cells: pd.DataFrame) -> pd.DataFrame:
 
 def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out_md: str) -> pd.DataFrame:
     """Ours vs published (:func:`kpadstudy.compare.compare`) as Parquet and markdown."""
-    t = compare.compare(_with_device(pd.read_parquet(cells_path)), tables.best_kpad(pd.read_parquet(reference_path)))
+    t = compare.compare(_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path)))
     t.to_parquet(out_parquet, index=False)
     Path(out_md).write_text(compare.to_markdown(t))
     return t
@@ -33,7 +33,7 @@ def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out
 
 def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, out_md: str) -> pd.DataFrame:
     """The K-bar vs R table (:func:`kpadstudy.stepcost.step_cost`) as Parquet and markdown."""
-    cells = pd.read_parquet(cells_path)
+    cells = tables.read_cells(cells_path)
     runs = pd.read_parquet(runs_path) if runs_path else pd.DataFrame()
     t = stepcost.step_cost(runs, cells)
     t.to_parquet(out_parquet, index=False)
@@ -53,14 +53,14 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
 
 def write_recommendations(cells_path: str, config: dict, within_best: float, out_md: str) -> pd.DataFrame:
     """results/recommendations.md (:mod:`kpadstudy.advice`)."""
-    recs = advice.recommend(pd.read_parquet(cells_path), within_best)
+    recs = advice.recommend(tables.read_cells(cells_path), within_best)
     Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
     return recs
 
 
 def write_report_tables(cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str) -> None:
     """The cell table and the provenance (versions, hardware, commits, the published source) as HTML."""
-    cells = pd.read_parquet(cells_path)
+    cells = tables.read_cells(cells_path)
     Path(out_cells).write_text("<h2>Cells (median over valid repeats)</h2>\n" + cells.to_html(index=False, na_rep="no valid run", float_format=lambda v: f"{v:,.3f}"))
     parts = ["<h2>Provenance</h2>"]
     if runs_path:

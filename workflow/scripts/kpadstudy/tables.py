@@ -135,3 +135,29 @@ def failure_label(rows: pd.DataFrame) -> str:
     for s in rows.get("statuses", pd.Series(dtype=str)).fillna(""):
         statuses |= {part.split(":")[0] for part in s.split(",") if part}
     return "did not boot" if statuses == {"boot_failed"} else "failed"
+
+
+CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
+
+
+def read_cells(path: str | Path) -> pd.DataFrame:
+    """A cells Parquet (``results/cells.parquet``, a cached or the published one), checked.
+
+    Raises:
+        ValueError: the file does not exist, is not Parquet, is not a cells table (lacks any of
+            ``CELLS_COLUMNS``; e.g. a runs Parquet), or has no rows. The message names the file.
+    """
+    import pyarrow as pa
+
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file; give a cells Parquet (results/cells.parquet after a run, or results/cpu/embedded-cells.parquet)")
+    try:
+        cells = pd.read_parquet(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path} is not a Parquet file ({err}); give a cells Parquet") from err
+    missing = CELLS_COLUMNS - set(cells.columns)
+    if missing:
+        raise ValueError(f"{path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
+    if cells.empty:
+        raise ValueError(f"{path} has no rows: nothing to draw")
+    return cells
