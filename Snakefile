@@ -2,7 +2,9 @@
 # Read README.md first. Default config: the full 77-cell study; `--configfile config/embedded.yaml`
 # runs the embedded default (SmolLM2-135M + packaged corpora) anywhere.
 import os
+import re
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -15,7 +17,17 @@ if not workflow.overwrite_configfiles:
 
 
 
-validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
+try:
+    validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
+except WorkflowError as err:  # keep what and where, not the schema and config dumps that follow
+    text = str(err)
+    what = text.split("\n\n")[0].replace("Error validating config file.\n", "")
+    where = re.search(r"On instance(\[[^\n]*?\])?:", text)
+    files = ", ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml"
+    raise WorkflowError(
+        f"config {files}: {what}" + (f" At {where.group(1) or 'the top level'}." if where else "")
+        + " See config/schema.yaml for the keys, their types and defaults."
+    ) from None
 
 
 report: "workflow/report/workflow.rst"

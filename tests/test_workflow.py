@@ -64,7 +64,7 @@ def test_wrong_type_is_named(tmp_path):
     p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c.update(repeats="three")), workdir=tmp_path)
     out = p.stdout + p.stderr
     assert p.returncode != 0
-    assert "'three' is not of type 'integer'" in out and "On instance['repeats']" in out
+    assert "ValidationError: 'three' is not of type 'integer' At ['repeats']. See config/schema.yaml" in out and "Failed validating" not in out
 
 
 def test_lint_reports_nothing():
