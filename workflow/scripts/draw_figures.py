@@ -47,8 +47,7 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", referen
             "k_sweep": figures.k_sweep(cells, note=note),
             "van_suf_bestkpad": figures.van_suf_bestkpad(cells, corpus=mix, note=note)}
     if reference_path and not published:
-        ours = best.merge(cells.groupby(["model", "corpus"])["device"].first().reset_index(), on=["model", "corpus"])
-        figs["ours_vs_published"] = figures.ours_vs_published(compare.compare(ours, tables.best_kpad(read_cells(reference_path))), note=note)
+        figs["ours_vs_published"] = figures.ours_vs_published(compare.compare(tables.best_kpad_with_device(cells), tables.best_kpad(read_cells(reference_path))), note=note)
     if runs_path:
         figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(pd.read_parquet(runs_path), cells), note=note)
     out = Path(out_dir)

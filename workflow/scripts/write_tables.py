@@ -18,14 +18,9 @@ TPOT_van / TPOT_config). Predicted speed-up K-bar / R, measured = median output 
 """
 
 
-def _with_device(cells: pd.DataFrame) -> pd.DataFrame:
-    best = tables.best_kpad(cells)
-    return best.merge(cells.groupby(["model", "corpus"])["device"].first().reset_index(), on=["model", "corpus"])
-
-
 def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out_md: str) -> pd.DataFrame:
     """Ours vs published (:func:`kpadstudy.compare.compare`) as Parquet and markdown."""
-    t = compare.compare(_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path)))
+    t = compare.compare(tables.best_kpad_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path)))
     t.to_parquet(out_parquet, index=False)
     Path(out_md).write_text(compare.to_markdown(t))
     return t

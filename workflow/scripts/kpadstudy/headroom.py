@@ -21,13 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from . import runs
-from .server import free_port
+from .server import free_port, poll_healthy
 
 REFERENCE_TOK_S = 33_530.0  # output tok/s of the study's top cell
 TARGET_RATIO = 5.0  # the client must sustain at least this multiple of REFERENCE_TOK_S
@@ -106,16 +104,8 @@ def run_client(cmd: list[str], workdir: Path, log: Path | None = None) -> dict[s
 
 def wait_healthy(base_url: str, timeout_s: float = 30.0) -> None:
     """Poll ``base_url/health`` every 0.1 s until it answers 200; raise ``TimeoutError`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as r:  # noqa: S310 - loopback
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"fake server at {base_url} not healthy after {timeout_s} s")
+    if not poll_healthy(base_url, timeout_s, poll_s=0.1):
+        raise TimeoutError(f"fake server at {base_url} not healthy after {timeout_s} s")
 
 
 def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency: int, tokens_per_chunk: int,

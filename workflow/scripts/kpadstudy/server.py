@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -43,6 +42,25 @@ def get_text(url: str, timeout_s: float = 5.0) -> str:
         return response.read().decode("utf-8")
 
 
+def is_healthy(base_url: str) -> bool:
+    """Whether ``{base_url}/health`` answers 200 now (one request, 2 s timeout; any error is False)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310 - loopback only
+            return response.status == 200
+    except OSError:  # URLError, connection refused or reset, timeout
+        return False
+
+
+def poll_healthy(base_url: str, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Ask :func:`is_healthy` every ``poll_s`` seconds: True once it is, False after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if is_healthy(base_url):
+            return True
+        time.sleep(poll_s)
+    return False
+
+
 def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_path: Path, poll_s: float = 1.0) -> float:
     """Poll ``{base_url}/health`` until it answers 200; return the seconds waited.
 
@@ -54,12 +72,8 @@ def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_pa
         code = proc.poll()
         if code is not None:
             raise ServerBootError("exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}", code)
-        try:
-            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310
-                if response.status == 200:
-                    return time.monotonic() - start
-        except (urllib.error.URLError, OSError):
-            pass
+        if is_healthy(base_url):
+            return time.monotonic() - start
         if time.monotonic() - start > timeout_s:
             raise ServerBootError("timeout", f"vLLM server not healthy after {timeout_s:.0f} s; see {log_path}")
         time.sleep(poll_s)

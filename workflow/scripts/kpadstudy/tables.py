@@ -137,6 +137,12 @@ def failure_label(rows: pd.DataFrame) -> str:
     return "did not boot" if statuses == {"boot_failed"} else "failed"
 
 
+def best_kpad_with_device(cells: pd.DataFrame) -> pd.DataFrame:
+    """:func:`best_kpad` with each cell's ``device`` (the first of its configurations), for the comparison."""
+    devices = cells.groupby(["model", "corpus"])["device"].first().reset_index()
+    return best_kpad(cells).merge(devices, on=["model", "corpus"])
+
+
 CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
 
 

@@ -19,6 +19,8 @@ import json
 import time
 import urllib.request
 
+from .server import poll_healthy
+
 
 def main(argv: list[str] | None = None) -> None:
     """Parse ``vllm bench serve`` arguments (plus the warm-up options above) and run the benchmark."""
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     extra = {k: getattr(args, k) for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir", "wait_healthy_s")}
     for k in extra:
         delattr(args, k)
-    if extra["wait_healthy_s"] > 0 and not wait_healthy(args.base_url, extra["wait_healthy_s"]):
+    if extra["wait_healthy_s"] > 0 and not poll_healthy(args.base_url, extra["wait_healthy_s"]):
         raise SystemExit(f"vllm_bench: {args.base_url}/health did not answer 200 within {extra['wait_healthy_s']:.0f} s")
     if extra["warmup_dataset_path"] and extra["warmup_num_prompts"] > 0:
         warm = copy.copy(args)
@@ -45,20 +47,6 @@ def main(argv: list[str] | None = None) -> None:
     if extra["snapshot_out"]:
         write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"])
     bench_main(args)
-
-
-def wait_healthy(base_url: str, timeout_s: float, poll_s: float = 0.5) -> bool:
-    """Poll ``{base_url}/health`` until it answers 200 (True) or ``timeout_s`` seconds pass (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as r:  # noqa: S310 - loopback
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(poll_s)
-    return False
 
 
 def write_snapshot(base_url: str, stats_dir: str | None, out: str, settle_s: float = 0.6) -> None:
