@@ -249,8 +249,8 @@ def execute_run(
         record.update(port=block.api, vllm_port=block.vllm_base, cuda_visible_devices=",".join(gpu_ids) if n_gpus else None)
         history: list[str] = []
         attempt_log: list[dict[str, Any]] = []
-        while True:
-            settings = boot.attempt_settings(config, retry, history)
+        # attempts >= 1 (schema), so the first call always gives settings
+        while (settings := boot.attempt_settings(config, retry, history)) is not None:
             attempt_config = boot.apply_settings(config, settings)
             outcome = _attempt(attempt_config, configuration, settings, model, model_path, records, block, gpu_ids if n_gpus else None,
                                device, tp, backend, plugin_path, server_log, client_log, Path(tmp) / f"attempt{len(history) + 1}", record)
@@ -258,8 +258,6 @@ def execute_run(
             if outcome == "ok":
                 break
             history.append(outcome)
-            if boot.attempt_settings(config, retry, history) is None:
-                break
         record["attempts"] = len(attempt_log)
         record["attempt_settings"] = attempt_log
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
