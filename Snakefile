@@ -49,6 +49,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cache.smk"
 include: "workflow/rules/plan.smk"
+include: "workflow/rules/timings.smk"
 
 
 rule all:

@@ -10,7 +10,6 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-SMOL = Path(os.environ.get("KPAD_TEST_MODEL", "/tmp/smol"))
 MODEL = "SmolLM2-135M-Instruct"
 
 

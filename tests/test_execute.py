@@ -28,6 +28,23 @@ def test_no_client_result():
     assert classify(None, 16, True, True) == ("invalid", "benchmark client wrote no result")
 
 
+def test_failed_warmup_requests():
+    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 2, "failed": 2}) == ("invalid", "warm-up: 2 of 4 requests failed")
+    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 3, "failed": 0}) == ("invalid", "warm-up: 3 of 4 requests completed")
+    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 4, "failed": 0}) == ("ok", "")
+
+
+def test_a_client_without_result_says_its_stage_exit_code_and_last_line():
+    from kpadstudy.execute import client_failure
+
+    log = "Traceback (most recent call last):\n  ...\nurllib.error.HTTPError: HTTP Error 500: Internal Server Error\n\n"
+    reason = client_failure(1, log, warmed_up=False)
+    assert reason == ("warm-up: benchmark client exited with code 1 and wrote no result: "
+                      "urllib.error.HTTPError: HTTP Error 500: Internal Server Error")
+    assert classify(None, 16, True, True, reason) == ("invalid", reason)
+    assert client_failure(None, "", warmed_up=True) == "measurement: benchmark client exited with code None and wrote no result (its log is empty)"
+
+
 def test_padding_not_active():
     assert classify(OK, 16, True, plugin_ok=False)[1].startswith("K-pad patch not active")
 

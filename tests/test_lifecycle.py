@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 
-from lifecycle import MODEL, SMOL, ctrl_c, group_members, healthy, port_free, server_port, snakemake, study_config, wait_for
+from lifecycle import MODEL, ctrl_c, group_members, healthy, port_free, server_port, snakemake, study_config, wait_for
 
 SLOW = {"backend": "fake", "fake": {"chunk_gap_ms": 150}}  # 48 tokens x 150 ms: about 7 s per request
 
@@ -21,8 +21,8 @@ def run_dir(work, configuration, repeat, phase="runs"):
         work / "results" / "logs" / phase / MODEL / "humaneval" / configuration / f"r{repeat}"
 
 
-def test_ctrl_c_stops_the_server_and_a_rerun_redoes_only_the_unfinished_run(tmp_path):
-    study_config(tmp_path, SMOL, repeats=2, server=SLOW)
+def test_ctrl_c_stops_the_server_and_a_rerun_redoes_only_the_unfinished_run(tmp_path, smol_model):
+    study_config(tmp_path, smol_model, repeats=2, server=SLOW)
     p = snakemake(tmp_path, "results/runs.parquet", background=True)
     r1, _ = run_dir(tmp_path, "van", 1)
     r2, logs2 = run_dir(tmp_path, "van", 2)
@@ -46,8 +46,8 @@ def test_ctrl_c_stops_the_server_and_a_rerun_redoes_only_the_unfinished_run(tmp_
     assert list(runs["status"]) == ["ok", "ok"] and list(runs["completed"]) == [8, 8]
 
 
-def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes_on(tmp_path):
-    study_config(tmp_path, SMOL, server=SLOW)
+def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes_on(tmp_path, smol_model):
+    study_config(tmp_path, smol_model, server=SLOW)
     p = snakemake(tmp_path, "results/runs.parquet", background=True)
     rec, logs = run_dir(tmp_path, "van", 1)
     wait_for(lambda: (logs / "server.pid").exists(), 240, "the server started")
@@ -62,9 +62,9 @@ def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes
     assert list(runs["status"]) == ["invalid"]
 
 
-def test_confirmation_reruns_van_suf_and_the_best_k(tmp_path):
+def test_confirmation_reruns_van_suf_and_the_best_k(tmp_path, smol_model):
     """Fake schedule: 1 + K // 4 tokens per chunk, so kpad8 beats kpad4 and is confirmed as method bestkpad."""
-    study_config(tmp_path, SMOL, server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
+    study_config(tmp_path, smol_model, server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
                  configurations={"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4, 8]}, "nopad": {"k": []}},
                  confirm={"enabled": True, "repeats": 1})
     p = snakemake(tmp_path, "results/cells_final.parquet")

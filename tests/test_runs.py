@@ -92,7 +92,8 @@ def test_describe_flattens_configuration():
     json.dumps(d)
 
 
-def test_workflow_commit_prefers_the_variable_then_git(tmp_path):
+def test_workflow_commit_prefers_the_variable_then_git(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # git must not find a repository above tmp_path
     assert runs.workflow_commit(str(tmp_path), {"KPAD_WORKFLOW_COMMIT": "abc123"}) == "abc123"
     assert runs.workflow_commit(str(tmp_path), {}) is None  # not a repository
     import subprocess

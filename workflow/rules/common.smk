@@ -58,11 +58,6 @@ wildcard_constraints:
     k=r"\d+",
 
 
-def workflow_commit():
-    """See kpadstudy.runs.workflow_commit."""
-    return kruns.workflow_commit(workflow.basedir)
-
-
 def run_path(model, corpus, configuration, repeat):
     """The one path pattern of a run's record."""
     return f"results/runs/{model}/{corpus}/{configuration}/r{repeat}.json"
@@ -75,6 +70,12 @@ def previous_run(wildcards):
         return []
     configuration, repeat = RUN_ORDER[i - 1]
     return [run_path(wildcards.model, wildcards.corpus, configuration, repeat)]
+
+
+def runs_after(wildcards):
+    """How many runs of the cell's interleaved order come after this one: the run's priority, so that with
+    several runs side by side the cells with the most left go first and the cells finish together."""
+    return len(RUN_ORDER) - 1 - RUN_ORDER.index((wildcards.configuration, int(wildcards.repeat)))
 
 
 def confirm_path(model, corpus, configuration, repeat):
@@ -118,6 +119,20 @@ def gpus_per_run(model):
     return 0 if config["device"] == "cpu" else int(config["models"][model]["tensor_parallel_size"])
 
 
+def benchmark_files(wildcards=None):
+    """The Snakemake benchmark files of the heavy jobs, by rule (input of rule timings)."""
+    out = {
+        "model": expand("results/benchmarks/model/{model}.tsv", model=MODELS),
+        "corpus": expand("results/benchmarks/corpus/{corpus}.tsv", corpus=BASE_CORPORA),
+        "mix": [f"results/benchmarks/mix/{MIX}.tsv"] if MIX else [],
+        "run": [p.replace("results/runs/", "results/benchmarks/run/").replace(".json", ".tsv") for p in all_runs()],
+        "equivalence": [p.replace("results/equivalence/", "results/benchmarks/equivalence/").replace(".json", ".tsv") for p in all_equivalence_checks()],
+    }
+    if CONFIRM["enabled"]:
+        out["confirm_run"] = [p.replace("results/confirm/", "results/benchmarks/confirm_run/").replace(".json", ".tsv") for p in all_confirm_runs(wildcards)]
+    return out
+
+
 def get_final_output():
     return [
         "results/runs.parquet",
@@ -129,6 +144,7 @@ def get_final_output():
         "results/step_cost.parquet",
         "results/recommendations.md",
         "results/report/cells.html",
+        "results/timings.md",
         *expand("figures/{figure}.{ext}", figure=FIGURES, ext=["png", "svg"]),
     ]
 

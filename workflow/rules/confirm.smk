@@ -33,9 +33,10 @@ rule confirm_run:
     log:
         server="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/server.log",
         client="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/client.log",
+    benchmark:
+        "results/benchmarks/confirm_run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
     params:
         plugin_path=PLUGIN_PATH,
-        commit=workflow_commit(),
     threads: RUN_THREADS
     resources:
         gpu=lambda wc: gpus_per_run(wc.model),

@@ -13,5 +13,7 @@ rule corpus:
         "../../envs/analysis.yaml"
     log:
         "results/logs/corpora/{corpus}.log",
+    benchmark:
+        "results/benchmarks/corpus/{corpus}.tsv"
     script:
         "../scripts/build_corpus.py"

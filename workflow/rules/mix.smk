@@ -10,5 +10,7 @@ if MIX:
             "../../envs/analysis.yaml"
         log:
             f"results/logs/corpora/{MIX}.log",
+        benchmark:
+            f"results/benchmarks/mix/{MIX}.tsv"
         script:
             "../scripts/build_mix.py"

@@ -8,6 +8,8 @@ rule model:
         "../../envs/vllm-gpu.yaml"
     log:
         "results/logs/models/{model}.log",
+    benchmark:
+        "results/benchmarks/model/{model}.tsv"
     script:
         "../scripts/fetch_model.py"
 

@@ -16,10 +16,12 @@ rule run:
     log:
         server="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/server.log",
         client="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/client.log",
+    benchmark:
+        "results/benchmarks/run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
     params:
         plugin_path=PLUGIN_PATH,
-        commit=workflow_commit(),
     threads: RUN_THREADS
+    priority: runs_after
     resources:
         gpu=lambda wc: gpus_per_run(wc.model),
     script:

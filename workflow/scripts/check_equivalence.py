@@ -27,7 +27,8 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
         result = equivalence.check_cell(model_path=sm.input.model, prompts=prompts, k=int(sm.wildcards.k), max_tokens=eq["max_tokens"],
                                         max_model_len=cfg["server"]["max_model_len"], dtype=eq["dtype"], device=device,
                                         plugin_path=sm.params.plugin_path, workdir=Path(tmp),
-                                        tensor_parallel_size=int(cfg["models"][sm.wildcards.model]["tensor_parallel_size"]))
+                                        tensor_parallel_size=int(cfg["models"][sm.wildcards.model]["tensor_parallel_size"]),
+                                        node=cfg.get("node"), taskset=cfg.get("taskset"))
     result.update(model=sm.wildcards.model, corpus=sm.wildcards.corpus, **versions())
     Path(sm.output[0]).write_text(json.dumps(result, indent=1))
     logging.getLogger("equivalence").info("%s %s K%s: %d/%d identical, token agreement %.4f, first divergence %s",

@@ -7,6 +7,7 @@ from pathlib import Path
 from _rule import setup_logging
 
 from kpadstudy.execute import execute_run
+from kpadstudy.runs import workflow_commit
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
     # Snakemake stops jobs with SIGTERM, Ctrl-C sends SIGINT: both become SystemExit, so the server is stopped in `finally`.
@@ -15,10 +16,13 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
     sm = snakemake  # noqa: F821
     w = sm.wildcards
     setup_logging(None)
+    # The commit is read here, not passed as a param: a param that changes with every commit would make
+    # Snakemake rerun every finished run after a commit (params are a rerun trigger).
+    commit = workflow_commit(str(Path(sm.params.plugin_path).parents[1]))
     record = execute_run(
         config=sm.config, model=w.model, model_path=sm.input.model, corpus_path=sm.input.corpus, corpus=w.corpus,
         configuration_name=w.configuration, repeat=int(w.repeat), out_json=Path(sm.output[0]),
-        log_dir=Path(sm.log.server).parent, plugin_path=sm.params.plugin_path, workflow_commit=sm.params.commit,
+        log_dir=Path(sm.log.server).parent, plugin_path=sm.params.plugin_path, workflow_commit=commit,
         phase="confirm" if sm.rule == "confirm_run" else "sweep",
     )
     logging.getLogger("run").info("%s %s %s r%s: %s %s output_tok_s=%s", w.model, w.corpus, w.configuration, w.repeat, record["status"], record.get("reason", ""), record.get("output_tok_s"))

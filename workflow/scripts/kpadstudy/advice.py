@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import runs
+from . import cpus, runs
 
 WITHIN_BEST = 0.01
 
@@ -88,7 +88,8 @@ def command_line(rec: pd.Series, config: dict[str, Any], plugin_path: str = "wor
 
     Built by :func:`kpadstudy.runs.server_command` and :func:`kpadstudy.runs.server_env` (with an empty base
     environment, so only what the study sets is shown, less ``VLLM_PORT``) from ``config`` (server, taskset, models, the
-    suf settings); the model path is ``results/models/<model>`` for a model of ``config``, else the model's
+    suf settings; the server CPUs of the first taskset slot); the model path is ``results/models/<model>`` for a
+    model of ``config``, else the model's
     name (put its checkpoint there). Device: cpu when the cell ran on CPU, else cuda.
 
     Raises:
@@ -106,7 +107,7 @@ def command_line(rec: pd.Series, config: dict[str, Any], plugin_path: str = "wor
     model = config.get("models", {}).get(rec["model"])
     cmd = runs.server_command(model_path=f"results/models/{rec['model']}" if model else rec["model"], served_model_name=rec["model"], port=port,
                               configuration=cfg, server=server, tensor_parallel_size=int(model.get("tensor_parallel_size", 1)) if model else 1,
-                              device=device, cpus=(config.get("taskset") or {}).get("server"), python=python)
+                              device=device, cpus=cpus.slots(config.get("taskset") or {})[0]["server"], python=python)
     env = runs.server_env({}, configuration=cfg, server=server, device=device, plugin_path=plugin_path, vllm_port=port)
     env.pop("VLLM_PORT")  # the study's per-run base for vLLM's internal ports; a served model keeps vLLM's default
     return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in cmd)])

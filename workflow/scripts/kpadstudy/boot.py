@@ -10,6 +10,8 @@
                      cache memory", or no GPU blocks at all (``num_gpu_blocks`` 0).
     ``timeout``      the process was alive but not healthy within ``server.boot_timeout_s``.
     ``crash``        it exited for another reason.
+    ``error``        starting the process or waiting for it raised (the exception's class and message are
+                     the evidence): the run's own boot code met something it did not expect.
 
 Checked in that order: an unsupported version can lead to odd memory errors, and an OOM while
 profiling is not a KV-cache sizing problem.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-REASONS = ("unsupported", "oom", "no_kv_cache", "timeout", "crash")
+REASONS = ("unsupported", "oom", "no_kv_cache", "timeout", "crash", "error")
 
 PATTERNS: dict[str, list[str]] = {
     "unsupported": [r"UnsupportedVllmError", r"K-pad plugin: vLLM \S+ is not supported", r"\bis not supported\b", r"\bnot supported (?:on|for|with|by)\b"],
@@ -42,17 +44,20 @@ ADJUSTABLE = {
 }
 
 
-def classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool) -> tuple[str, str]:
+def classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool, error: BaseException | None = None) -> tuple[str, str]:
     """``(reason, evidence)``: the reason (one of :data:`REASONS`) and the log line that shows it.
 
     Args:
         log_text: the server's log (stdout and stderr).
         exit_code: the server's exit code, None if it was still running.
         timed_out: the wait for ``/health`` ran out (the process was then alive).
+        error: the exception raised while starting the server or waiting for it, if that ended the boot.
 
-    ``evidence`` is the last matching log line (stripped, at most 300 characters), or for ``timeout`` /
-    ``crash`` without a match a sentence naming the exit code.
+    ``evidence`` is the last matching log line (stripped, at most 300 characters); for ``error`` the
+    exception's class and message; for ``timeout`` / ``crash`` without a match a sentence naming the exit code.
     """
+    if error is not None:
+        return "error", f"{type(error).__name__}: {error}"[:300]
     lines = log_text.splitlines()
     for reason in ("unsupported", "oom", "no_kv_cache"):
         for line in reversed(lines):

@@ -14,10 +14,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import ports, runs
+from . import cpus, gpus, ports, runs
 
 
 def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any]:
@@ -109,25 +110,30 @@ def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
 
 def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
              out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None,
-             tensor_parallel_size: int = 1, kvcache_space_gib: float = 1) -> dict[str, Any]:
+             tensor_parallel_size: int = 1, kvcache_space_gib: float = 1, node: dict[str, Any] | None = None,
+             cpu_list: str | None = None, cuda_visible_devices: list[str] | None = None) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
 
     The process gets a server's environment (:func:`kpadstudy.runs.server_env`: our plugin named,
-    padding flag, ``kvcache_space_gib`` of KV cache on CPU), with the engine core in-process.
+    padding flag, ``kvcache_space_gib`` of KV cache on CPU, ``cuda_visible_devices``), with the engine core
+    in-process, pinned with ``taskset -c cpu_list`` when given.
 
     Raises:
         RuntimeError: the process failed (its output is in the message).
     """
     side = runs.Configuration(f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9)
-    with ports.port_block() as block:  # vLLM's internal ports inside a locked block (see kpadstudy.ports)
+    node = node or {}
+    # vLLM's internal ports in a locked block; its IPC sockets and temporary files in a scratch folder removed after
+    with ports.port_block(node.get("lock_dir"), node.get("port_range")) as block, tempfile.TemporaryDirectory() as scratch:
         env = runs.server_env(dict(os.environ), configuration=side, server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
-                              device=device, plugin_path=plugin_path, vllm_port=block.vllm_base)
+                              device=device, plugin_path=plugin_path, vllm_port=block.vllm_base, scratch_dir=scratch,
+                              cuda_visible_devices=cuda_visible_devices)
         # engine core in this process: every request is added before the first step, so the schedule
         # does not depend on how fast requests reach a separate engine process
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         if stats_dir:
             env["KPAD_STATS_DIR"] = stats_dir
-        cmd = [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
+        cmd = (["taskset", "-c", cpu_list] if cpu_list else []) + [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
                "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out),
                "--tensor-parallel-size", str(tensor_parallel_size)]
         if extra_file:
@@ -165,23 +171,42 @@ if __name__ == "__main__":
 
 
 def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-               plugin_path: str, workdir: Path, tensor_parallel_size: int = 1) -> dict[str, Any]:
+               plugin_path: str, workdir: Path, tensor_parallel_size: int = 1, node: dict[str, Any] | None = None,
+               taskset: dict[str, Any] | None = None) -> dict[str, Any]:
     """Greedy outputs of kpad vs nopad (unpadded suffix) at K on ``prompts``; see :func:`compare`.
 
+    The check holds resources like a run: a CPU slot of config ``taskset`` (its engines pinned to the slot's
+    server CPUs) and, on a GPU node, ``tensor_parallel_size`` GPUs of its own (``CUDA_VISIBLE_DEVICES``), so
+    it can go beside runs without sharing a CPU or a GPU with them.
+
+    Args:
+        node: config ``node`` (lock directory, waits, port range of the engines' internal ports, GPUs).
+        taskset: config ``taskset`` (None: unpinned).
+
     Returns:
-        The comparison plus ``k``, ``dtype``, ``device`` and both sides' spec-decode counters
-        (``padded_spec``, ``unpadded_spec``).
+        The comparison plus ``k``, ``dtype``, ``device``, both sides' spec-decode counters (``padded_spec``,
+        ``unpadded_spec``), and the CPUs and GPUs it ran on (``server_cpus``, ``cuda_visible_devices``).
+
+    Raises:
+        RuntimeError: a side failed (:func:`run_side`).
+        TimeoutError: no CPU slot or not enough GPUs became free (``node.cpu_wait_s`` / ``node.gpu_wait_s``).
     """
+    node = node or {}
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     prompts_file = workdir / "prompts.json"
     prompts_file.write_text(json.dumps(prompts))
+    n_gpus = tensor_parallel_size if device == "cuda" else 0
     sides = {}
-    for pad in (False, True):
-        sides[pad] = run_side(pad=pad, model=model_path, prompts_file=str(prompts_file), k=k, max_tokens=max_tokens,
-                              max_model_len=max_model_len, dtype=dtype, device=device, out=workdir / f"pad{int(pad)}.json",
-                              plugin_path=plugin_path, tensor_parallel_size=tensor_parallel_size)
+    with cpus.allocated_slot(taskset or {}, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (_, slot), \
+            gpus.allocated_gpus(n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))) as gpu_ids:
+        for pad in (False, True):
+            sides[pad] = run_side(pad=pad, model=model_path, prompts_file=str(prompts_file), k=k, max_tokens=max_tokens,
+                                  max_model_len=max_model_len, dtype=dtype, device=device, out=workdir / f"pad{int(pad)}.json",
+                                  plugin_path=plugin_path, tensor_parallel_size=tensor_parallel_size, node=node,
+                                  cpu_list=slot["server"], cuda_visible_devices=gpu_ids if n_gpus else None)
     out = compare(sides[True]["token_ids"], sides[False]["token_ids"])
     out.update(k=k, dtype=dtype, device=device, max_tokens=max_tokens,
-               padded_spec=sides[True]["spec"], unpadded_spec=sides[False]["spec"])
+               padded_spec=sides[True]["spec"], unpadded_spec=sides[False]["spec"],
+               server_cpus=slot["server"], cuda_visible_devices=",".join(gpu_ids) if n_gpus else None)
     return out

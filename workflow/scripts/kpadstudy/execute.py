@@ -2,13 +2,24 @@
 
 A run always ends as a record (JSON) with a ``status``:
     ``ok``           every measured request completed with output, the server stayed up.
-    ``invalid``      the measurement happened but cannot be trusted (failed requests, zero output
-                     tokens, the server died, the K-pad patch did not load); ``reason`` says which.
+    ``invalid``      the measurement happened but cannot be trusted (failed warm-up or measured requests,
+                     zero output tokens, the server died, the K-pad patch did not load, the client wrote
+                     no result, or a stage raised); ``reason`` says which.
     ``boot_failed``  the server never became healthy, after every attempt of the retry policy;
                      ``boot_failure`` is the class (``no_kv_cache``, ``oom``, ``timeout``, ``crash``,
-                     ``unsupported``, :mod:`kpadstudy.boot`), ``reason`` starts with it and quotes the
-                     log line; ``attempts`` and ``attempt_settings`` say what each attempt used.
+                     ``unsupported``, ``error``, :mod:`kpadstudy.boot`), ``reason`` starts with it and
+                     quotes the log line or the exception; ``attempts`` and ``attempt_settings`` say what
+                     each attempt used.
 Records that are not ``ok`` are kept in ``runs.parquet`` and never plotted as numbers.
+
+What a server, a client, the network or the metrics endpoint does never crashes the job: an exception at
+boot (starting the server, the ``/health`` probe) is a ``boot_failed`` record of class ``error``; one at
+client start, warm-up, measurement, the ``/metrics`` scrape or the K-pad counter files is an ``invalid``
+record whose reason is ``"<stage>: <exception class>: <message>"`` (:func:`stage`); the server's process
+group is stopped either way and the pipeline goes on. What stays a failure of the job: errors in our own
+inputs (config and schema, an unknown configuration, ``check_pinning``'s ``ValueError``, a retry
+adjustment the config cannot apply), no free GPU within ``node.gpu_wait_s``, no free port block, and a
+record that cannot be written.
 
 Independently of the status, ``client_limited`` says whether the run came near the load generator's own
 ceiling (:func:`client_limit`), where the measurement would be the client's rather than the server's.
@@ -16,6 +27,7 @@ ceiling (:func:`client_limit`), where the measurement would be the client's rath
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
 
@@ -124,7 +136,8 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     return out
 
 
-def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool) -> tuple[str, str]:
+def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool, client_failure: str = "",
+             warmup: dict[str, Any] | None = None) -> tuple[str, str]:
     """``(status, reason)`` of a measured run; see the module docstring for the statuses.
 
     Args:
@@ -133,11 +146,17 @@ def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, pl
         server_alive: whether the server process was still running after the measurement.
         plugin_ok: whether a padded configuration's server logged that the K-pad patch was active
             (always True for unpadded configurations).
+        client_failure: when the client wrote no result, what it said (:func:`client_failure`).
+        warmup: ``{"n", "completed", "failed"}`` of the warm-up prompts (None when there were none).
     """
     if not server_alive:
         return "invalid", "server died during the measurement"
+    if warmup and warmup.get("failed"):
+        return "invalid", f"warm-up: {warmup['failed']} of {warmup['n']} requests failed"
+    if warmup and warmup.get("completed") != warmup.get("n"):
+        return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
     if bench is None:
-        return "invalid", "benchmark client wrote no result"
+        return "invalid", client_failure or "benchmark client wrote no result"
     if not plugin_ok:
         return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
     if bench.get("failed", 0) > 0:
@@ -147,6 +166,47 @@ def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, pl
     if not bench.get("total_output_tokens"):
         return "invalid", "zero output tokens"
     return "ok", ""
+
+
+def client_failure(returncode: int | None, log_text: str, warmed_up: bool) -> str:
+    """Why the benchmark client wrote no result: its stage, exit code and the last line of its log.
+
+    Args:
+        returncode: the client's exit code (None if it was still running when stopped).
+        log_text: the client's log (stdout and stderr).
+        warmed_up: whether it had written its after-warm-up snapshot (so it failed in the measurement).
+
+    Returns:
+        e.g. ``"warm-up: benchmark client exited with code 1 and wrote no result: urllib.error.HTTPError: ..."``.
+    """
+    stage = "measurement" if warmed_up else "warm-up"
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    last = f": {lines[-1][:300]}" if lines else " (its log is empty)"
+    return f"{stage}: benchmark client exited with code {returncode} and wrote no result{last}"
+
+
+class StageError(Exception):
+    """An exception raised by a stage of a measured run (what a server, client or network did).
+
+    ``str()`` is ``"<stage>: <exception class>: <message>"``, the run's ``reason``.
+    """
+
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(f"{stage}: {type(error).__name__}: {error}"[:500])
+        self.stage = stage
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Turn any exception of the ``with`` block into a :class:`StageError` named ``name``.
+
+    Only the parts of a run that talk to the server, the client or their files are wrapped: errors in
+    our own inputs (config, pinning, commands) stay errors of the job.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - any failure of the server side becomes the run's record
+        raise StageError(name, err) from err
 
 
 CLIENT_GRACE_S = 20.0  # seconds a client may take to notice that its server died
@@ -195,8 +255,10 @@ def execute_run(
 ) -> dict[str, Any]:
     """Run one (model, corpus, configuration, repeat) and write its record to ``out_json``.
 
-    The run owns its server's whole life: it takes a locked block of ports (:mod:`kpadstudy.ports`) and,
-    on a GPU node, its own GPUs (:mod:`kpadstudy.gpus`, ``CUDA_VISIBLE_DEVICES``), boots the server in
+    The run owns its server's whole life: it takes a locked block of ports (:mod:`kpadstudy.ports`), a CPU
+    slot of config ``taskset`` (:func:`kpadstudy.cpus.allocated_slot`; recorded as ``cpu_slot``,
+    ``server_cpus``, ``client_cpus``) and, on a GPU node, its own GPUs (:mod:`kpadstudy.gpus`,
+    ``CUDA_VISIBLE_DEVICES``), boots the server in
     its own process group, and stops that group on success, on error and on SIGINT / SIGTERM (the rule
     script turns SIGTERM into ``SystemExit``). A boot that fails is classified (:mod:`kpadstudy.boot`)
     and retried with the settings of config ``server.retry``; each attempt's settings are recorded in
@@ -213,9 +275,16 @@ def execute_run(
     Raises:
         ValueError: a taskset list outside ``allowed_cpus``, a retry adjustment the config cannot apply,
             an unknown configuration: errors in our own inputs, before any server starts.
-        TimeoutError: the GPUs the run needs did not become free (``node.gpu_wait_s``).
+        KeyError: a config key the run needs is missing (a config that bypassed the schema).
+        TimeoutError: the GPUs the run needs (``node.gpu_wait_s``) or a CPU slot (``node.cpu_wait_s``) did not
+            become free.
+        RuntimeError: no free port block (:func:`kpadstudy.ports.port_block`).
+        OSError: the record cannot be written.
     """
-    configuration = {c.name: c for c in runs.configurations(config)}[configuration_name]
+    known = {c.name: c for c in runs.configurations(config)}
+    if configuration_name not in known:
+        raise ValueError(f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})")
+    configuration = known[configuration_name]
     pin = config.get("taskset") or {}
     cpus.check_pinning(pin, allowed_cpus)
     backend = config["server"].get("backend", "vllm")
@@ -236,22 +305,24 @@ def execute_run(
 
     record: dict[str, Any] = {
         "model": model, "corpus": corpus, **runs.describe(configuration), "repeat": repeat,
-        "device": device, "server_cpus": pin.get("server"), "client_cpus": pin.get("client"),
+        "device": device,
         "workflow_commit": workflow_commit, **versions(),
         "max_concurrency": load["max_concurrency"], "max_tokens": load["max_tokens"], "temperature": load["temperature"],
         "seed": config["server"].get("seed", 0), "prompts_seed": config["prompts"]["seed"],
         "config_hash": config_hash(config, configuration_name), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "server_backend": backend, "phase": phase,
     }
-    with ports.port_block(node.get("lock_dir")) as block, \
+    with ports.port_block(node.get("lock_dir"), node.get("port_range")) as block, \
+            cpus.allocated_slot(pin, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (slot_index, slot), \
             gpus.allocated_gpus(n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))) as gpu_ids, \
             tempfile.TemporaryDirectory() as tmp:
-        record.update(port=block.api, vllm_port=block.vllm_base, cuda_visible_devices=",".join(gpu_ids) if n_gpus else None)
+        record.update(port=block.api, vllm_port=block.vllm_base, cuda_visible_devices=",".join(gpu_ids) if n_gpus else None,
+                      cpu_slot=slot_index, server_cpus=slot["server"], client_cpus=slot["client"])
         history: list[str] = []
         attempt_log: list[dict[str, Any]] = []
         # attempts >= 1 (schema), so the first call always gives settings
         while (settings := boot.attempt_settings(config, retry, history)) is not None:
-            attempt_config = boot.apply_settings(config, settings)
+            attempt_config = {**boot.apply_settings(config, settings), "taskset": slot}  # the slot's CPU lists
             outcome = _attempt(attempt_config, configuration, settings, model, model_path, records, block, gpu_ids if n_gpus else None,
                                device, tp, backend, plugin_path, server_log, client_log, Path(tmp) / f"attempt{len(history) + 1}", record)
             attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
@@ -290,13 +361,16 @@ def fake_server_command(port: int, configuration: runs.Configuration, server: di
     """Command line of the fake server (config ``server.backend: fake``): no model, streams on a fixed schedule.
 
     Tokens per chunk: 1 for van, ``1 + k // 4`` for speculative configurations (so a larger K is
-    faster and the best kpad K is the largest); ``server.fake.chunk_gap_ms`` between chunks. For tests
-    of the pipeline's life cycle only: its numbers mean nothing.
+    faster and the best kpad K is the largest); ``server.fake.chunk_gap_ms`` between chunks; faults to
+    inject: ``server.fake.fail_requests``, ``server.fake.metrics_text``. For tests of the pipeline's life
+    cycle only: its numbers mean nothing.
     """
     per_chunk = 1 + configuration.k // 4 if configuration.speculative else 1
+    fake = server.get("fake") or {}
     cmd = ["taskset", "-c", cpus] if cpus else []
     return cmd + [python, "-m", "kpadstudy.fake_server", "--port", str(port), "--tokens-per-chunk", str(per_chunk),
-                  "--chunk-gap-ms", str((server.get("fake") or {}).get("chunk_gap_ms", 20.0))]
+                  "--chunk-gap-ms", str(fake.get("chunk_gap_ms", 20.0)), "--fail-requests", str(fake.get("fail_requests", 0)),
+                  "--metrics-text", fake.get("metrics_text", "")]
 
 
 def _attempt(config, configuration, settings, model, model_path, records, block, gpu_ids, device, tp, backend, plugin_path,
@@ -317,12 +391,12 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
             model_path=model_path, served_model_name=model, port=block.api, configuration=configuration,
             server=server_cfg, tensor_parallel_size=tp, device=device, cpus=pin.get("server"),
         )
+    tmp.mkdir(parents=True, exist_ok=True)
     env = runs.server_env(dict(os.environ), configuration=configuration, server=server_cfg, device=device, plugin_path=plugin_path,
-                          vllm_port=block.vllm_base, cuda_visible_devices=gpu_ids)
-    client_env = dict(os.environ)
+                          vllm_port=block.vllm_base, cuda_visible_devices=gpu_ids, scratch_dir=str(tmp))
+    client_env = dict(os.environ, TMPDIR=str(tmp))  # its imports leave torch's cache folders in the run's scratch, not /tmp
     client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else "")
     record["server_command"] = " ".join(server_cmd)
-    tmp.mkdir(parents=True, exist_ok=True)
     stats_dir = tmp / "kpad-stats"
     env["KPAD_STATS_DIR"] = str(stats_dir)
     snapshot = tmp / "after-warmup.json"
@@ -343,32 +417,41 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
     log_start = server_log.stat().st_size if server_log.exists() else 0
     with open(server_log, "a") as f:
         f.write(f"=== kpadstudy: attempt with {json.dumps(settings)}\n")
-    # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
-    with open(client_log, "ab") as clog:
-        client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
+    record["boot_failure"] = None
+    client = None
     try:
+        # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
+        with stage("client start"), open(client_log, "ab") as clog:
+            client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
         with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
             record["boot_s"] = round(boot_s, 2)
-            alive = wait_client(client, proc)
+            with stage("measurement"):
+                alive = wait_client(client, proc)
             time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
             after_text = ""
             if alive:
-                try:
-                    after_text = get_text(f"{base_url}/metrics")
-                except OSError:  # died just now
-                    alive = False
-            after = metrics.parse_counters(after_text)
-            after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
-        snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}}
-        before = metrics.parse_counters(snap["metrics"])
-        before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
-        record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
-        result_file = tmp / "bench.json"
-        bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
+                with stage("metrics"):
+                    try:
+                        after_text = get_text(f"{base_url}/metrics")
+                    except OSError:
+                        if proc.poll() is None:
+                            raise
+                        alive = False  # died just now
+            with stage("counters"):
+                after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
         record["client_returncode"] = client.returncode
+        with stage("warm-up"):
+            snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}, "warmup": None}
+        with stage("measurement"):
+            result_file = tmp / "bench.json"
+            bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
+            failure = "" if bench_json else client_failure(client.returncode, client_log.read_text(errors="replace"), snapshot.exists())
+        with stage("metrics"):
+            before, after = metrics.parse_counters(snap["metrics"]), metrics.parse_counters(after_text)
+            before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
+        record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
         plugin_ok = (not configuration.pad) or backend == "fake" or _plugin_active(server_log)
-        record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok)
-        record["boot_failure"] = None
+        record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok, failure, snap.get("warmup"))
         if bench_json:
             record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
             record.update(metrics.itl_per_token(bench_json))
@@ -377,18 +460,25 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
         delta = metrics.counter_delta(before, after)
         record.update({k: delta.get(k) for k in metrics.COUNTERS})
         record.update(metrics.speculation_measures(delta))
-        record.update(step_measures(snap["stats"], after_stats))
+        with stage("counters"):
+            record.update(step_measures(snap["stats"], after_stats))
         record.update(resolved_settings(server_log.read_text(errors="replace")))
         return "ok"
     except ServerBootError as err:
         with open(server_log, "rb") as f:
             f.seek(log_start)
             text = f.read().decode("utf-8", errors="replace")
-        reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout")
+        reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout", err.error)
         record["status"], record["reason"], record["boot_failure"] = "boot_failed", f"{reason}: {evidence} ({err})", reason
         return reason
+    except StageError as err:  # the server booted (or the client could not start): a measurement that cannot be trusted
+        record["status"], record["reason"] = "invalid", str(err)
+        if client is not None:
+            record["client_returncode"] = client.poll()
+        return "ok" if err.stage != "client start" else "client_error"
     finally:
-        stop(client, grace_s=5.0)  # no-op when it has exited
+        if client is not None:
+            stop(client, grace_s=5.0)  # no-op when it has exited
 
 
 def _plugin_active(server_log: Path) -> bool:

@@ -98,6 +98,8 @@ class FakeServer:
 
     schedule: Schedule = field(default_factory=Schedule)
     prompts: list[str] = field(default_factory=list)
+    fail_requests: int = 0  # fault injection: the first N chat requests get HTTP 500
+    metrics_text: str = ""  # what GET /metrics answers (fault injection: text that is not Prometheus)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -107,8 +109,8 @@ class FakeServer:
         return app
 
     async def metrics(self, request: web.Request) -> web.Response:
-        """No Prometheus counters: an empty text, so a run against the fake server reads none."""
-        return web.Response(text="")
+        """:attr:`metrics_text`: by default empty (no Prometheus counters, so a run against the fake server reads none)."""
+        return web.Response(text=self.metrics_text)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -121,6 +123,8 @@ class FakeServer:
         if not body.get("stream"):
             return web.json_response({"error": "the fake server only streams"}, status=400)
         self.prompts.append(prompt_text(body))
+        if len(self.prompts) <= self.fail_requests:
+            return web.json_response({"error": {"message": "fake server: injected failure", "code": 500}}, status=500)
         n_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         model = str(body.get("model", "fake"))
         s = self.schedule
@@ -191,14 +195,17 @@ def serve_in_thread(schedule: Schedule | None = None, host: str = "127.0.0.1") -
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m kpadstudy.fake_server --port P [--tokens-per-chunk K] [--chunk-gap-ms G]``: serve until killed."""
+    """``python -m kpadstudy.fake_server --port P [--tokens-per-chunk K] [--chunk-gap-ms G] [faults]``: serve until killed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tokens-per-chunk", type=int, default=3)
     p.add_argument("--chunk-gap-ms", type=float, default=0.0, help="milliseconds between content chunks (0 = as fast as possible)")
+    p.add_argument("--fail-requests", type=int, default=0, help="fault injection: answer the first N chat requests with HTTP 500")
+    p.add_argument("--metrics-text", default="", help="fault injection: what GET /metrics answers (default: empty)")
     a = p.parse_args(argv)
-    server = FakeServer(Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000))
+    server = FakeServer(Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000),
+                        fail_requests=a.fail_requests, metrics_text=a.metrics_text)
     try:  # uvloop (installed with vLLM) makes the server cheaper, so that the client is the one measured
         import uvloop
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from . import runs
-from .server import free_port, poll_healthy
+from . import ports
+from .server import poll_healthy
 
 REFERENCE_TOK_S = 33_530.0  # output tok/s of the study's top cell
 TARGET_RATIO = 5.0  # the client must sustain at least this multiple of REFERENCE_TOK_S
@@ -119,21 +120,21 @@ def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency:
         used while the client ran: warm-up and measured prompts; near ``duration_s`` would mean the
         server, not the client, was the limit), ``client_command``, ``server_command``.
     """
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    server_cmd = (["taskset", "-c", server_cpus] if server_cpus else []) + [
-        sys.executable, "-m", "kpadstudy.fake_server", "--port", str(port), "--tokens-per-chunk", str(tokens_per_chunk)]
-    load = {"max_tokens": max_tokens, "max_concurrency": max_concurrency, "temperature": 0}
-    cmd = client_command(base_url=base_url, workdir=workdir, n_measured=n_measured, n_warmup=n_warmup, load=load, cpus=client_cpus)
-    server = subprocess.Popen(server_cmd, env=client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(base_url)
-        idle_cpu_s = cpu_seconds(server.pid)
-        bench = run_client(cmd, workdir, workdir / "client.log")
-        server_cpu_s = cpu_seconds(server.pid) - idle_cpu_s
-    finally:
-        server.terminate()
-        server.wait(30)
+    with ports.port_block() as block:  # a locked port outside the kernel's ephemeral range (kpadstudy.ports)
+        base_url = f"http://127.0.0.1:{block.api}"
+        server_cmd = (["taskset", "-c", server_cpus] if server_cpus else []) + [
+            sys.executable, "-m", "kpadstudy.fake_server", "--port", str(block.api), "--tokens-per-chunk", str(tokens_per_chunk)]
+        load = {"max_tokens": max_tokens, "max_concurrency": max_concurrency, "temperature": 0}
+        cmd = client_command(base_url=base_url, workdir=workdir, n_measured=n_measured, n_warmup=n_warmup, load=load, cpus=client_cpus)
+        server = subprocess.Popen(server_cmd, env=client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_healthy(base_url)
+            idle_cpu_s = cpu_seconds(server.pid)
+            bench = run_client(cmd, workdir, workdir / "client.log")
+            server_cpu_s = cpu_seconds(server.pid) - idle_cpu_s
+        finally:
+            server.terminate()
+            server.wait(30)
     return {
         "output_tok_s": bench["output_throughput"], "completed": bench["completed"], "failed": bench["failed"],
         "output_tokens": bench["total_output_tokens"], "duration_s": bench["duration"], "server_cpu_s": server_cpu_s,

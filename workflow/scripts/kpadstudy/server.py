@@ -7,48 +7,70 @@ no server outlives it, whatever happens inside the ``with`` block.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
-import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Iterator
 
 
 class ServerBootError(RuntimeError):
-    """The server did not become healthy. ``reason`` is ``exited`` or ``timeout``; the log path is in the message.
+    """The server did not become healthy; the log path is in the message.
 
-    ``exit_code`` is the server's exit code (None when it was still running at the timeout).
+    ``reason``: ``exited`` (the process ended), ``timeout`` (still running, never healthy) or ``error``
+    (starting it or waiting for it raised: ``error`` is that exception). ``exit_code`` is the server's
+    exit code (None while it was still running).
     """
 
-    def __init__(self, reason: str, message: str, exit_code: int | None = None):
+    def __init__(self, reason: str, message: str, exit_code: int | None = None, error: BaseException | None = None):
         super().__init__(message)
         self.reason = reason
         self.exit_code = exit_code
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now (bound to port 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        self.error = error
 
 
 def get_text(url: str, timeout_s: float = 5.0) -> str:
-    """GET ``url`` and return the body as text. Raises ``urllib.error.URLError`` / ``OSError`` on failure."""
+    """GET ``url`` and return the body as text.
+
+    Raises:
+        OSError: ``urllib.error.URLError`` / ``HTTPError``, refused, reset, timed out.
+        http.client.HTTPException: the answer was not HTTP.
+        UnicodeDecodeError: the body is not UTF-8.
+    """
     with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - loopback only
         return response.read().decode("utf-8")
 
 
-def is_healthy(base_url: str) -> bool:
-    """Whether ``{base_url}/health`` answers 200 now (one request, 2 s timeout; any error is False)."""
+def is_healthy(base_url: str, timeout_s: float = 2.0, source_address: tuple[str, int] | None = None) -> bool:
+    """Whether ``{base_url}/health`` answers HTTP 200 now; never raises.
+
+    One request. "Not ready yet" (False) is: no connection (refused, reset, timed out), a connection to
+    itself (TCP self-connect: nothing listened on the port and the kernel gave this socket the same port
+    as its source; :mod:`kpadstudy.ports` keeps the pipeline's ports out of the range where that happens,
+    this is the second guard), an answer that is not HTTP (``http.client.HTTPException``, e.g. an echo of
+    the request: ``BadStatusLine``), or any status other than 200.
+
+    Args:
+        base_url: ``http://host:port``.
+        timeout_s: connect and read timeout in seconds.
+        source_address: ``(host, port)`` to bind the client socket to (tests use it to force a self-connect).
+    """
+    url = urllib.parse.urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s, source_address=source_address)
     try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310 - loopback only
-            return response.status == 200
-    except OSError:  # URLError, connection refused or reset, timeout
+        conn.connect()
+        if conn.sock.getsockname() == conn.sock.getpeername():
+            return False
+        conn.request("GET", "/health")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
         return False
+    finally:
+        conn.close()
 
 
 def poll_healthy(base_url: str, timeout_s: float, poll_s: float = 0.5) -> bool:
@@ -123,15 +145,24 @@ def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path:
     beside it, so an operator (or a test) can find the group while the run lasts.
 
     Raises:
-        ServerBootError: see :func:`wait_healthy`.
+        ServerBootError: see :func:`wait_healthy`; an exception while starting the process or waiting for
+            it (``OSError`` from ``Popen``, anything the probe raised) becomes one with reason ``error``.
     """
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc = None
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
-        (log_path.parent / "server.pid").write_text(f"{proc.pid}\n")  # = its process group id
         try:
-            boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
+            try:
+                proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+                (log_path.parent / "server.pid").write_text(f"{proc.pid}\n")  # = its process group id
+                boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
+            except ServerBootError:
+                raise
+            except Exception as err:  # noqa: BLE001 - whatever the boot raised is the run's boot failure, not the job's
+                code = proc.poll() if proc is not None else None
+                raise ServerBootError("error", f"raised while starting the server or waiting for /health; see {log_path}", code, err) from err
             yield proc, boot_s
         finally:
-            stop(proc)
+            if proc is not None:
+                stop(proc)

@@ -40,17 +40,20 @@ def main(argv: list[str] | None = None) -> None:
         delattr(args, k)
     if extra["wait_healthy_s"] > 0 and not poll_healthy(args.base_url, extra["wait_healthy_s"]):
         raise SystemExit(f"vllm_bench: {args.base_url}/health did not answer 200 within {extra['wait_healthy_s']:.0f} s")
+    warmup = None
     if extra["warmup_dataset_path"] and extra["warmup_num_prompts"] > 0:
         warm = copy.copy(args)
         warm.dataset_path, warm.num_prompts, warm.save_result = extra["warmup_dataset_path"], extra["warmup_num_prompts"], False
-        bench_main(warm)
+        result = bench_main(warm)
+        warmup = {"n": extra["warmup_num_prompts"], "completed": result.get("completed"), "failed": result.get("failed")}
     if extra["snapshot_out"]:
-        write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"])
+        write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"], warmup)
     bench_main(args)
 
 
-def write_snapshot(base_url: str, stats_dir: str | None, out: str, settle_s: float = 0.6) -> None:
-    """Write ``{"metrics": <Prometheus text>, "stats": {role: counters}}`` of the idle server to ``out``.
+def write_snapshot(base_url: str, stats_dir: str | None, out: str, warmup: dict | None = None, settle_s: float = 0.6) -> None:
+    """Write ``{"metrics": <Prometheus text>, "stats": {role: counters}, "warmup": {n, completed, failed}}``
+    of the idle server after warm-up to ``out`` (``warmup`` None when there was none).
 
     Waits ``settle_s`` first so the K-pad counter files (flushed every 0.2 s) hold the finished steps.
     """
@@ -63,7 +66,7 @@ def write_snapshot(base_url: str, stats_dir: str | None, out: str, settle_s: flo
 
         stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
     with open(out, "w") as f:
-        json.dump({"metrics": text, "stats": stats}, f)
+        json.dump({"metrics": text, "stats": stats, "warmup": warmup}, f)
 
 
 if __name__ == "__main__":

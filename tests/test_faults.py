@@ -1,0 +1,124 @@
+"""Fault injection at every stage of a run: what the server, the client, the network or the metrics
+endpoint does becomes a record (``boot_failed`` or ``invalid``, the exception in ``reason``), the server's
+process group is stopped, the job goes on; an error in our own inputs still fails the job.
+
+Each run is ``execute_run`` in this process against the fake server (no model is served; the client is
+the real ``vllm bench serve`` and imports vLLM, about 10-20 s per run on 2 cores). Faults come from the
+fake server (``server.fake.fail_requests``, ``server.fake.metrics_text``) or from monkeypatching inside
+this process.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from kpadstudy import corpora, execute, server
+from kpadstudy.server import group_alive
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "SmolLM2-135M-Instruct"
+N_MEASURED, N_WARMUP = 4, 2
+
+
+def make_config(tmp_path: Path, model_path: Path, **fake) -> dict:
+    """The embedded config resolved by the schema (defaults filled, as the rule sees it), fake backend, van only."""
+    cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
+    cfg["models"] = {MODEL: {"source": "local", "path": str(model_path), "tensor_parallel_size": 1}}
+    cfg["configurations"] = {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": []}, "nopad": {"k": []}}
+    cfg["load"] = {"max_concurrency": 2, "max_tokens": 8, "temperature": 0}
+    cfg["server"]["backend"] = "fake"
+    cfg["server"]["fake"] = {"chunk_gap_ms": 5, **fake}
+    cfg["server"]["boot_timeout_s"] = 60
+    cfg["taskset"] = {"server": None, "client": None}
+    cfg["node"] = {"lock_dir": str(tmp_path / "locks")}
+    cfg["device"] = "cpu"
+    validate(cfg, schema=str(ROOT / "config" / "schema.yaml"), set_default=True)
+    return cfg
+
+
+def corpus_file(tmp_path: Path) -> Path:
+    records = [{"corpus": "c", "id": str(i), "split": "warmup" if i < N_WARMUP else "measured",
+                "messages": [{"role": "user", "content": f"prompt number {i}"}], "prompt_tokens": {}} for i in range(N_WARMUP + N_MEASURED)]
+    path = tmp_path / "corpus.jsonl"
+    corpora.write_jsonl(records, path)
+    return path
+
+
+def run(tmp_path: Path, cfg: dict, model_path: Path) -> dict:
+    out = tmp_path / "record.json"
+    record = execute.execute_run(config=cfg, model=MODEL, model_path=str(model_path), corpus_path=str(corpus_file(tmp_path)), corpus="c",
+                                 configuration_name="van", repeat=1, out_json=out, log_dir=tmp_path / "logs",
+                                 plugin_path=str(ROOT / "workflow" / "scripts"), allowed_cpus=os.sched_getaffinity(0))
+    assert json.loads(out.read_text())["status"] == record["status"]  # written, also when the run failed
+    pid = int((tmp_path / "logs" / "server.pid").read_text())
+    assert not group_alive(pid), "the server's process group outlived the run"
+    return record
+
+
+def test_a_healthy_fake_run_is_ok(tmp_path, smol_model):
+    """The baseline of the faults below: the same run without a fault is ok."""
+    r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
+    assert (r["status"], r["reason"], r["completed"], r["failed"]) == ("ok", "", N_MEASURED, 0)
+
+
+def test_boot_an_exception_of_the_health_probe_is_a_boot_failed_record(tmp_path, smol_model, monkeypatch):
+    def probe(*args, **kwargs):
+        raise RuntimeError("injected probe fault")
+
+    monkeypatch.setattr(server, "is_healthy", probe)
+    r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
+    assert (r["status"], r["boot_failure"], r["attempts"]) == ("boot_failed", "error", 1)
+    assert r["reason"] == ("error: RuntimeError: injected probe fault (raised while starting the server or waiting for /health; "
+                           f"see {tmp_path / 'logs' / 'server.log'})")
+    assert r["attempt_settings"][0]["result"] == "error"
+
+
+def test_warmup_failed_requests_make_the_run_invalid(tmp_path, smol_model):
+    r = run(tmp_path, make_config(tmp_path, smol_model, fail_requests=N_WARMUP), smol_model)
+    assert (r["status"], r["reason"]) == ("invalid", f"warm-up: {N_WARMUP} of {N_WARMUP} requests failed")
+    assert (r["completed"], r["failed"]) == (N_MEASURED, 0)  # the measured prompts themselves went through
+
+
+def test_measurement_an_exception_while_waiting_for_the_client_is_an_invalid_record(tmp_path, smol_model, monkeypatch):
+    def wait_client(*args, **kwargs):
+        raise RuntimeError("injected measurement fault")
+
+    monkeypatch.setattr(execute, "wait_client", wait_client)
+    r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
+    assert (r["status"], r["reason"], r["boot_failure"]) == ("invalid", "measurement: RuntimeError: injected measurement fault", None)
+
+
+def test_metrics_text_that_is_not_prometheus_is_an_invalid_record(tmp_path, smol_model):
+    r = run(tmp_path, make_config(tmp_path, smol_model, metrics_text="GET /health HTTP/1.1"), smol_model)
+    assert (r["status"], r["reason"]) == ("invalid", "metrics: ValueError: could not convert string to float: '/health'")
+
+
+def test_counter_files_that_cannot_be_read_are_an_invalid_record(tmp_path, smol_model, monkeypatch):
+    def read_stats(directory):
+        raise OSError(f"injected: cannot read {directory}")
+
+    monkeypatch.setattr(execute, "read_stats", read_stats)
+    r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
+    assert r["status"] == "invalid" and r["reason"].startswith("counters: OSError: injected: cannot read "), r["reason"]
+
+
+def test_a_config_error_still_fails_the_job_and_writes_no_record(tmp_path, smol_model):
+    """A key the run needs is missing (a config that bypassed the schema): the job fails, as it must."""
+    cfg = make_config(tmp_path, smol_model)
+    del cfg["load"]["max_concurrency"]
+    with pytest.raises(KeyError, match="max_concurrency"):
+        execute.execute_run(config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
+                            configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=tmp_path / "logs",
+                            plugin_path=str(ROOT / "workflow" / "scripts"), allowed_cpus=os.sched_getaffinity(0))
+    assert not (tmp_path / "record.json").exists()
+
+
+def test_an_unknown_configuration_fails_the_job_naming_it(tmp_path, smol_model):
+    cfg = make_config(tmp_path, smol_model)
+    with pytest.raises(ValueError, match=r"^configuration 'kpad7' is not in config 'configurations' \(it yields \['van'\]\)$"):
+        execute.execute_run(config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
+                            configuration_name="kpad7", repeat=1, out_json=tmp_path / "record.json", log_dir=tmp_path / "logs",
+                            plugin_path=str(ROOT / "workflow" / "scripts"))

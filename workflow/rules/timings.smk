@@ -1,0 +1,12 @@
+rule timings:
+    """Where the time went: wall time of the heavy jobs, each run's boot and measurement (results/timings.md, also printed)."""
+    input:
+        unpack(benchmark_files),
+    output:
+        "results/timings.md",
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/timings.log",
+    script:
+        "../scripts/write_timings.py"

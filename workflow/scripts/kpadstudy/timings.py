@@ -1,0 +1,97 @@
+"""Where a study's time went: the wall time of its heavy jobs, from Snakemake's ``benchmark:`` files, and
+each run's server boot and measurement, from its record.
+
+Paths: ``results/benchmarks/<rule>/<job>.tsv`` (Snakemake writes one per job of a rule with ``benchmark:``;
+column ``s`` is the job's wall-clock seconds) and the run records ``results/runs/<job>.json`` with the
+same ``<job>`` (``model/corpus/configuration/r<repeat>``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+# rule -> what the stage is called in the summary
+STAGES = {
+    "model": "model download / conversion",
+    "corpus": "corpus",
+    "mix": "mix",
+    "run": "run",
+    "confirm_run": "confirmation run",
+    "equivalence": "equivalence check",
+}
+
+
+BENCHMARKS = "results/benchmarks"
+
+
+def job_name(benchmark: str | Path, rule: str, root: str = BENCHMARKS) -> str:
+    """``model/corpus/configuration/r1`` from ``<root>/<rule>/model/corpus/configuration/r1.tsv``.
+
+    Raises:
+        ValueError: ``benchmark`` is not under ``<root>/<rule>``.
+    """
+    return Path(benchmark).with_suffix("").relative_to(Path(root) / rule).as_posix()
+
+
+RECORDS = {"run": "results/runs/{job}.json", "confirm_run": "results/confirm/{job}.json"}  # a run job's record
+
+
+def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
+    """One row per job: ``stage`` (rule), ``job``, ``wall_s`` and, for runs, ``boot_s`` and ``measured_s``.
+
+    Args:
+        benchmarks: ``{rule: [benchmark TSV paths under BENCHMARKS/<rule>/]}`` (rules of :data:`STAGES`),
+            relative to ``root``.
+        root: the study's directory (where ``results/`` is).
+
+    Returns:
+        Columns ``stage, job, wall_s, boot_s, measured_s, status``: ``wall_s`` is the job's wall-clock
+        seconds (Snakemake's ``s``); for run jobs (:data:`RECORDS`) ``boot_s`` is the seconds until
+        ``/health`` answered, ``measured_s`` the measured prompts' duration (``duration_s``; warm-up
+        excluded) and ``status`` the run's; empty where they do not apply.
+
+    Raises:
+        KeyError: a benchmark file without the column ``s`` (the message names the file).
+    """
+    rows = []
+    for rule, paths in benchmarks.items():
+        for path in paths:
+            table = pd.read_csv(Path(root) / path, sep="\t")
+            if "s" not in table:
+                raise KeyError(f"{path}: no column 's' (not a Snakemake benchmark file)")
+            job = job_name(path, rule)
+            row = {"stage": rule, "job": job, "wall_s": float(table["s"].iloc[0]), "boot_s": None, "measured_s": None, "status": None}
+            record = Path(root) / RECORDS[rule].format(job=job) if rule in RECORDS else None
+            if record is not None and record.exists():
+                rec = json.loads(record.read_text())
+                row.update(boot_s=rec.get("boot_s"), measured_s=rec.get("duration_s"), status=rec.get("status"))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["stage", "job", "wall_s", "boot_s", "measured_s", "status"])
+
+
+def summary(table: pd.DataFrame) -> str:
+    """The table as Markdown: one line per stage (jobs, their wall seconds), then every job.
+
+    Jobs can run side by side, so the sum of their wall times is not the study's wall time.
+    """
+    def fmt(x: float | None) -> str:
+        return "" if x is None or pd.isna(x) else f"{x:.0f}"
+
+    lines = ["# Where the time went", "",
+             "Wall-clock seconds of each heavy job (Snakemake `benchmark:` files under `results/benchmarks/`), and for",
+             "each run its server boot (until `/health` answered) and its measured prompts (warm-up excluded). Jobs",
+             "can run side by side: the sum is not the study's wall time.", "",
+             "| stage | jobs | wall s | boots s | measurements s |", "| --- | --- | --- | --- | --- |"]
+    for rule, part in table.groupby("stage", sort=False):
+        boots = part["boot_s"].dropna()
+        measured = part["measured_s"].dropna()
+        lines.append(f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | "
+                     f"{fmt(boots.sum()) if len(boots) else ''} | {fmt(measured.sum()) if len(measured) else ''} |")
+    lines += ["", "| stage | job | wall s | boot s | measured s | status |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in table.itertuples():
+        status = r.status if isinstance(r.status, str) else ""
+        lines.append(f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | {fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |")
+    return "\n".join(lines) + "\n"
