@@ -16,7 +16,6 @@ if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
-
 try:
     validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
 except WorkflowError as err:  # keep what and where, not the schema and config dumps that follow
@@ -25,7 +24,8 @@ except WorkflowError as err:  # keep what and where, not the schema and config d
     where = re.search(r"On instance(\[[^\n]*?\])?:", text)
     files = ", ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml"
     raise WorkflowError(
-        f"config {files}: {what}" + (f" At {where.group(1) or 'the top level'}." if where else "")
+        f"config {files}: {what}"
+        + (f" At {where.group(1) or 'the top level'}." if where else "")
         + " See config/schema.yaml for the keys, their types and defaults."
     ) from None
 
@@ -53,6 +53,6 @@ include: "workflow/rules/timings.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_output(),
-    default_target: True

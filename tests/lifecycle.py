@@ -1,4 +1,5 @@
 """Helpers of the life-cycle tests: a small study config, snakemake in the background, process checks."""
+
 import os
 import signal
 import socket
@@ -36,8 +37,21 @@ def study_config(work: Path, model_path: Path, **overrides) -> Path:
 
 def snakemake(work: Path, *targets: str, cores: int = 2, background: bool = False, extra: tuple = ()):
     """snakemake on the study in ``work`` (its own session, so a test can Ctrl-C it like a terminal would)."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-           "--configfile", str(work / "config.yaml"), "--cores", str(cores), *extra, *targets]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(work / "config.yaml"),
+        "--cores",
+        str(cores),
+        *extra,
+        *targets,
+    ]
     log = open(work / f"snakemake-{time.monotonic_ns()}.log", "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     p.log_path = Path(log.name)
@@ -59,6 +73,7 @@ def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.2):
 
 def healthy(port: int) -> bool:
     import urllib.request
+
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
             return r.status == 200

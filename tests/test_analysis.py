@@ -1,4 +1,5 @@
 """Step cost (K-bar vs R), ours vs published, advice: hand-computed values."""
+
 import shlex
 
 import pandas as pd
@@ -8,29 +9,59 @@ from kpadstudy import advice, compare, runs, stepcost, tables
 
 
 def cell(cfg, method, k, tok, mad=0.0, tpot=10.0, kbar=1.0, corpus="mix", model="M", device="cuda", statuses="ok:3"):
-    return {"model": model, "corpus": corpus, "configuration": cfg, "method": method, "k": k, "pad": method == "kpad", "device": device,
-            "n_runs": 3, "n_valid": 0 if pd.isna(tok) else 3, "statuses": statuses, "output_tok_s_median": tok, "output_tok_s_mad": mad,
-            "tpot_mean_ms_median": tpot, "tokens_per_request_step_median": kbar}
+    return {
+        "model": model,
+        "corpus": corpus,
+        "configuration": cfg,
+        "method": method,
+        "k": k,
+        "pad": method == "kpad",
+        "device": device,
+        "n_runs": 3,
+        "n_valid": 0 if pd.isna(tok) else 3,
+        "statuses": statuses,
+        "output_tok_s_median": tok,
+        "output_tok_s_mad": mad,
+        "tpot_mean_ms_median": tpot,
+        "tokens_per_request_step_median": kbar,
+    }
 
 
-CELLS = pd.DataFrame([
-    cell("van", "van", 0, 100.0, mad=5.0, tpot=10.0, kbar=1.0),
-    cell("suf", "suf", 32, 120.0, mad=2.0, tpot=9.0, kbar=2.0),
-    cell("kpad4", "kpad", 4, 149.0, mad=4.0, tpot=7.0, kbar=1.8),
-    cell("kpad8", "kpad", 8, 150.0, mad=3.0, tpot=6.0, kbar=2.4),
-    cell("kpad12", "kpad", 12, float("nan"), statuses="boot_failed:3"),
-])
+CELLS = pd.DataFrame(
+    [
+        cell("van", "van", 0, 100.0, mad=5.0, tpot=10.0, kbar=1.0),
+        cell("suf", "suf", 32, 120.0, mad=2.0, tpot=9.0, kbar=2.0),
+        cell("kpad4", "kpad", 4, 149.0, mad=4.0, tpot=7.0, kbar=1.8),
+        cell("kpad8", "kpad", 8, 150.0, mad=3.0, tpot=6.0, kbar=2.4),
+        cell("kpad12", "kpad", 12, float("nan"), statuses="boot_failed:3"),
+    ]
+)
 
 
 def run(cfg, rep, dur, steps, status="ok", none=0):
-    return {"model": "M", "corpus": "mix", "configuration": cfg, "repeat": rep, "status": status, "duration_s": dur,
-            "steps_FULL": steps, "steps_PIECEWISE": 0, "steps_NONE": none}
+    return {
+        "model": "M",
+        "corpus": "mix",
+        "configuration": cfg,
+        "repeat": rep,
+        "status": status,
+        "duration_s": dur,
+        "steps_FULL": steps,
+        "steps_PIECEWISE": 0,
+        "steps_NONE": none,
+    }
 
 
 def test_step_cost_from_engine_steps_and_tpot():
-    r = pd.DataFrame([run("van", 1, 10.0, 0, none=1000), run("van", 2, 12.0, 0, none=1000),  # 10 ms and 12 ms -> median 11 ms
-                      run("kpad8", 1, 6.0, 400), run("kpad8", 2, 99.0, 1, status="invalid"),  # 15 ms; invalid run ignored
-                      run("suf", 1, 5.0, 0)])  # suf counted no steps -> TPOT
+    r = pd.DataFrame(
+        [
+            run("van", 1, 10.0, 0, none=1000),
+            run("van", 2, 12.0, 0, none=1000),  # 10 ms and 12 ms -> median 11 ms
+            run("kpad8", 1, 6.0, 400),
+            run("kpad8", 2, 99.0, 1, status="invalid"),  # 15 ms; invalid run ignored
+            run("suf", 1, 5.0, 0),
+        ]
+    )  # suf counted no steps -> TPOT
     t = stepcost.step_cost(r, CELLS).set_index("configuration")
     k8 = t.loc["kpad8"]
     assert k8["step_time_ms"] == pytest.approx(15.0) and k8["van_step_time_ms"] == pytest.approx(11.0)
@@ -47,8 +78,11 @@ def test_step_cost_from_engine_steps_and_tpot():
 def test_step_cost_on_the_embedded_cpu_run():
     """sharegpt kpad4 of the embedded CPU run: 17.459723 s / 134 steps vs van 19.681390 s / 193 steps."""
     from pathlib import Path
+
     root = Path(__file__).resolve().parent.parent / "results" / "cpu"
-    t = stepcost.step_cost(pd.read_parquet(root / "embedded-runs.parquet"), pd.read_parquet(root / "embedded-cells.parquet"))
+    t = stepcost.step_cost(
+        pd.read_parquet(root / "embedded-runs.parquet"), pd.read_parquet(root / "embedded-cells.parquet")
+    )
     row = t[(t["corpus"] == "sharegpt") & (t["configuration"] == "kpad4")].iloc[0]
     assert row["r"] == pytest.approx((17.459723 / 134) / (19.681390 / 193), rel=1e-6)
     assert row["r_from"] == "engine steps"
@@ -80,36 +114,68 @@ def test_recommend_prefers_a_confirmation_row():
 
 
 def test_command_line_is_built_from_server_command_and_env():
-    cfg = {"server": {"max_model_len": 4096, "cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85, "env": {}, "cpu": {"kvcache_space_gib": 1}},
-           "configurations": {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4, 8]}},
-           "models": {"M": {"tensor_parallel_size": 2}}, "taskset": {"server": "0-3"}}
+    cfg = {
+        "server": {
+            "max_model_len": 4096,
+            "cudagraph_mode": "FULL_AND_PIECEWISE",
+            "gpu_memory_utilization": 0.85,
+            "env": {},
+            "cpu": {"kvcache_space_gib": 1},
+        },
+        "configurations": {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4, 8]}},
+        "models": {"M": {"tensor_parallel_size": 2}},
+        "taskset": {"server": "0-3"},
+    }
     line = advice.command_line(advice.recommend(CELLS).iloc[0], cfg)
     kpad4 = runs.configurations(cfg)[2]
-    cmd = runs.server_command(model_path="results/models/M", served_model_name="M", port=8000, configuration=kpad4, server=cfg["server"],
-                              tensor_parallel_size=2, device="cuda", cpus="0-3", python="python")
-    assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm")
-    assert """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line and "--tensor-parallel-size 2" in line
+    cmd = runs.server_command(
+        model_path="results/models/M",
+        served_model_name="M",
+        port=8000,
+        configuration=kpad4,
+        server=cfg["server"],
+        tensor_parallel_size=2,
+        device="cuda",
+        cpus="0-3",
+        python="python",
+    )
+    assert line.startswith(
+        "ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm"
+    )
+    assert (
+        """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line
+        and "--tensor-parallel-size 2" in line
+    )
     assert shlex.split(line)[4:] == cmd  # after the 4 environment assignments: exactly runs.server_command's argv
     md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)
     assert "not on a confirmation rerun" in md and "no cudagraphs on CPU" in md
 
 
 def test_compare_same_model_and_no_overlap():
-    pub = pd.DataFrame([
-        {"model": "M", "corpus": "mix", "best_k": 8, "bestkpad_over_suf": 1.2, "bestkpad_over_van": 2.0},
-        {"model": "P", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 1.4, "bestkpad_over_van": 3.0},
-        {"model": "Q", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 0.9, "bestkpad_over_van": 4.0},
-    ]).astype({"best_k": "Int64"})
+    pub = pd.DataFrame(
+        [
+            {"model": "M", "corpus": "mix", "best_k": 8, "bestkpad_over_suf": 1.2, "bestkpad_over_van": 2.0},
+            {"model": "P", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 1.4, "bestkpad_over_van": 3.0},
+            {"model": "Q", "corpus": "mix", "best_k": 12, "bestkpad_over_suf": 0.9, "bestkpad_over_van": 4.0},
+        ]
+    ).astype({"best_k": "Int64"})
     ours = tables.best_kpad(CELLS).assign(device="cuda")
     same = compare.compare(ours, pub).iloc[0]
     assert (same["match"], same["published_best_k"], same["best_k_agreement"]) == ("same model", "8", 1.0)
     assert same["bestkpad_over_suf"] == pytest.approx(150 / 120) and same["published_bestkpad_over_suf"] == 1.2
     other = compare.compare(ours.assign(model="Z", device="cpu"), pub).iloc[0]
     assert (other["match"], other["published_models"], other["published_best_k"]) == ("no overlap", 3, "K12:2,K8:1")
-    assert (other["published_bestkpad_over_van"], other["published_bestkpad_over_van_min"], other["published_bestkpad_over_van_max"]) == (3.0, 2.0, 4.0)
+    assert (
+        other["published_bestkpad_over_van"],
+        other["published_bestkpad_over_van_min"],
+        other["published_bestkpad_over_van_max"],
+    ) == (3.0, 2.0, 4.0)
     assert other["best_k_agreement"] == pytest.approx(1 / 3)
     md = compare.to_markdown(compare.compare(ours.assign(model="Z", device="cpu"), pub))
-    assert "no cudagraphs exist on CPU" in md and "| mix | Z | cpu | K8 | 1.25 | 1.50 | 3 | K12:2,K8:1 | 1.20 (0.90-1.40) | 3.00 (2.00-4.00) | 0.33 |" in md
+    assert (
+        "no cudagraphs exist on CPU" in md
+        and "| mix | Z | cpu | K8 | 1.25 | 1.50 | 3 | K12:2,K8:1 | 1.20 (0.90-1.40) | 3.00 (2.00-4.00) | 0.33 |" in md
+    )
 
 
 def test_recommend_without_van_or_suf_takes_the_sweep_and_says_so():

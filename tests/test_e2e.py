@@ -2,8 +2,8 @@
 
 Takes 3-5 minutes on 2 cores: three server boots (about 30-45 s each, eager) and short measurements.
 """
+
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,13 +21,41 @@ def study(tmp_path_factory):
     cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
     cfg["corpora"] = {"humaneval": cfg["corpora"]["humaneval"]}
     cfg["mix"] = {"name": "mix", "components": [], "seed": 0}
-    cfg["configurations"] = {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4]}, "nopad": {"k": []}}
+    cfg["configurations"] = {
+        "van": {"enabled": True},
+        "suf": {"enabled": True, "k": 32},
+        "kpad": {"k": [4]},
+        "nopad": {"k": []},
+    }
     cfg["prompts"] = {"measured": 8, "warmup": 2, "seed": 0}
     cfg["load"] = {"max_concurrency": 4, "max_tokens": 48, "temperature": 0}
-    cfg["equivalence"] = {"enabled": True, "corpora": ["humaneval"], "k": [4], "prompts": 8, "max_tokens": 32, "dtype": "float32"}
+    cfg["equivalence"] = {
+        "enabled": True,
+        "corpora": ["humaneval"],
+        "k": [4],
+        "prompts": 8,
+        "max_tokens": 32,
+        "dtype": "float32",
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-                        "--configfile", str(work / "config.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(work / "config.yaml"),
+            "--cores",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stdout[-5000:] + p.stderr[-5000:]
     return work
 
@@ -52,7 +80,9 @@ def test_padding_makes_every_draft_k_tokens(study):
     assert suf["spec_draft_tokens"] < 32 * suf["spec_drafts"]  # unpadded drafts vary in length
     assert pd.isna(runs.loc["van", "spec_drafts"]) and runs.loc["van", "tokens_per_request_step"] == 1.0
     assert "VLLM_PLUGINS" not in kpad["server_command"]  # env, not argv
-    log = (study / "results" / "logs" / "runs" / "SmolLM2-135M-Instruct" / "humaneval" / "kpad4" / "r1" / "server.log").read_text()
+    log = (
+        study / "results" / "logs" / "runs" / "SmolLM2-135M-Instruct" / "humaneval" / "kpad4" / "r1" / "server.log"
+    ).read_text()
     assert "K-pad plugin active" in log
 
 
@@ -63,7 +93,11 @@ def test_counters_of_padding_and_step_modes(study):
     # every draft vLLM counted is K tokens: real + pad tokens over the measured prompts
     assert kpad["kpad_real_draft_tokens"] + kpad["kpad_pad_tokens"] == kpad["spec_draft_tokens"]
     for name in ("van", "suf", "kpad4"):  # CPU: no cudagraphs, every step NONE
-        assert runs.loc[name, "steps_NONE"] > 0 and runs.loc[name, "steps_FULL"] == 0 and runs.loc[name, "steps_PIECEWISE"] == 0
+        assert (
+            runs.loc[name, "steps_NONE"] > 0
+            and runs.loc[name, "steps_FULL"] == 0
+            and runs.loc[name, "steps_PIECEWISE"] == 0
+        )
         assert runs.loc[name, "full_share_decode"] == 0.0
 
 
@@ -79,7 +113,13 @@ def test_resolved_settings_and_provenance(study):
 
 def test_equivalence_rule(study):
     eq = pd.read_parquet(study / "results" / "equivalence.parquet").iloc[0]
-    assert (eq["model"], eq["corpus"], eq["k"], eq["dtype"], eq["device"]) == ("SmolLM2-135M-Instruct", "humaneval", 4, "float32", "cpu")
+    assert (eq["model"], eq["corpus"], eq["k"], eq["dtype"], eq["device"]) == (
+        "SmolLM2-135M-Instruct",
+        "humaneval",
+        4,
+        "float32",
+        "cpu",
+    )
     assert (eq["requests"], eq["identical_requests"], eq["token_agreement"]) == (8, 8, 1.0)
 
 

@@ -1,4 +1,5 @@
 """Validity rules of a measured run."""
+
 from kpadstudy.execute import classify
 
 OK = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
@@ -29,8 +30,14 @@ def test_no_client_result():
 
 
 def test_failed_warmup_requests():
-    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 2, "failed": 2}) == ("invalid", "warm-up: 2 of 4 requests failed")
-    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 3, "failed": 0}) == ("invalid", "warm-up: 3 of 4 requests completed")
+    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 2, "failed": 2}) == (
+        "invalid",
+        "warm-up: 2 of 4 requests failed",
+    )
+    assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 3, "failed": 0}) == (
+        "invalid",
+        "warm-up: 3 of 4 requests completed",
+    )
     assert classify(OK, 16, True, True, warmup={"n": 4, "completed": 4, "failed": 0}) == ("ok", "")
 
 
@@ -39,10 +46,15 @@ def test_a_client_without_result_says_its_stage_exit_code_and_last_line():
 
     log = "Traceback (most recent call last):\n  ...\nurllib.error.HTTPError: HTTP Error 500: Internal Server Error\n\n"
     reason = client_failure(1, log, warmed_up=False)
-    assert reason == ("warm-up: benchmark client exited with code 1 and wrote no result: "
-                      "urllib.error.HTTPError: HTTP Error 500: Internal Server Error")
+    assert reason == (
+        "warm-up: benchmark client exited with code 1 and wrote no result: "
+        "urllib.error.HTTPError: HTTP Error 500: Internal Server Error"
+    )
     assert classify(None, 16, True, True, reason) == ("invalid", reason)
-    assert client_failure(None, "", warmed_up=True) == "measurement: benchmark client exited with code None and wrote no result (its log is empty)"
+    assert (
+        client_failure(None, "", warmed_up=True)
+        == "measurement: benchmark client exited with code None and wrote no result (its log is empty)"
+    )
 
 
 def test_padding_not_active():
@@ -76,7 +88,13 @@ def test_resolved_settings_cpu_log():
 
 
 def test_resolved_settings_of_an_empty_log():
-    assert resolved_settings("") == {"cudagraph_mode_resolved": None, "cudagraph_capture_sizes": None, "async_scheduling": None, "kv_cache_tokens": None, "model_runner": "v1"}
+    assert resolved_settings("") == {
+        "cudagraph_mode_resolved": None,
+        "cudagraph_capture_sizes": None,
+        "async_scheduling": None,
+        "kv_cache_tokens": None,
+        "model_runner": "v1",
+    }
 
 
 def test_config_hash_changes_with_config_and_configuration():
@@ -92,12 +110,21 @@ def test_client_limited_above_the_fraction_of_the_ceiling():
     # ceiling 150,000 tok/s, fraction 0.2 -> runs above 30,000 tok/s are flagged
     flagged, reason = client_limit(33_530.0, 150_000.0, 0.2)
     assert flagged is True
-    assert reason == "output 33530 tok/s exceeds 0.2 x the client's ceiling of 150000 tok/s (30000): the client may be the limit"
+    assert (
+        reason
+        == "output 33530 tok/s exceeds 0.2 x the client's ceiling of 150000 tok/s (30000): the client may be the limit"
+    )
     assert client_limit(30_000.0, 150_000.0, 0.2) == (False, "")
     assert client_limit(29_999.0, 150_000.0) == (False, "")  # default fraction 0.2
-    assert client_limit(80_000.0, 150_000.0, 0.5) == (True, "output 80000 tok/s exceeds 0.5 x the client's ceiling of 150000 tok/s (75000): the client may be the limit")
+    assert client_limit(80_000.0, 150_000.0, 0.5) == (
+        True,
+        "output 80000 tok/s exceeds 0.5 x the client's ceiling of 150000 tok/s (75000): the client may be the limit",
+    )
 
 
 def test_client_limited_unknown_without_a_ceiling_or_a_measurement():
-    assert client_limit(33_530.0, None) == (None, "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)")
+    assert client_limit(33_530.0, None) == (
+        None,
+        "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)",
+    )
     assert client_limit(None, 150_000.0) == (None, "no output tok/s measured")

@@ -7,6 +7,7 @@ the real ``vllm bench serve`` and imports vLLM, about 10-20 s per run on 2 cores
 fake server (``server.fake.fail_requests``, ``server.fake.metrics_text``) or from monkeypatching inside
 this process.
 """
+
 import json
 import os
 from pathlib import Path
@@ -40,8 +41,16 @@ def make_config(tmp_path: Path, model_path: Path, **fake) -> dict:
 
 
 def corpus_file(tmp_path: Path) -> Path:
-    records = [{"corpus": "c", "id": str(i), "split": "warmup" if i < N_WARMUP else "measured",
-                "messages": [{"role": "user", "content": f"prompt number {i}"}], "prompt_tokens": {}} for i in range(N_WARMUP + N_MEASURED)]
+    records = [
+        {
+            "corpus": "c",
+            "id": str(i),
+            "split": "warmup" if i < N_WARMUP else "measured",
+            "messages": [{"role": "user", "content": f"prompt number {i}"}],
+            "prompt_tokens": {},
+        }
+        for i in range(N_WARMUP + N_MEASURED)
+    ]
     path = tmp_path / "corpus.jsonl"
     corpora.write_jsonl(records, path)
     return path
@@ -49,9 +58,19 @@ def corpus_file(tmp_path: Path) -> Path:
 
 def run(tmp_path: Path, cfg: dict, model_path: Path) -> dict:
     out = tmp_path / "record.json"
-    record = execute.execute_run(config=cfg, model=MODEL, model_path=str(model_path), corpus_path=str(corpus_file(tmp_path)), corpus="c",
-                                 configuration_name="van", repeat=1, out_json=out, log_dir=tmp_path / "logs",
-                                 plugin_path=str(ROOT / "workflow" / "scripts"), allowed_cpus=os.sched_getaffinity(0))
+    record = execute.execute_run(
+        config=cfg,
+        model=MODEL,
+        model_path=str(model_path),
+        corpus_path=str(corpus_file(tmp_path)),
+        corpus="c",
+        configuration_name="van",
+        repeat=1,
+        out_json=out,
+        log_dir=tmp_path / "logs",
+        plugin_path=str(ROOT / "workflow" / "scripts"),
+        allowed_cpus=os.sched_getaffinity(0),
+    )
     assert json.loads(out.read_text())["status"] == record["status"]  # written, also when the run failed
     pid = int((tmp_path / "logs" / "server.pid").read_text())
     assert not group_alive(pid), "the server's process group outlived the run"
@@ -71,8 +90,10 @@ def test_boot_an_exception_of_the_health_probe_is_a_boot_failed_record(tmp_path,
     monkeypatch.setattr(server, "is_healthy", probe)
     r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
     assert (r["status"], r["boot_failure"], r["attempts"]) == ("boot_failed", "error", 1)
-    assert r["reason"] == ("error: RuntimeError: injected probe fault (raised while starting the server or waiting for /health; "
-                           f"see {tmp_path / 'logs' / 'server.log'})")
+    assert r["reason"] == (
+        "error: RuntimeError: injected probe fault (raised while starting the server or waiting for /health; "
+        f"see {tmp_path / 'logs' / 'server.log'})"
+    )
     assert r["attempt_settings"][0]["result"] == "error"
 
 
@@ -88,12 +109,19 @@ def test_measurement_an_exception_while_waiting_for_the_client_is_an_invalid_rec
 
     monkeypatch.setattr(execute, "wait_client", wait_client)
     r = run(tmp_path, make_config(tmp_path, smol_model), smol_model)
-    assert (r["status"], r["reason"], r["boot_failure"]) == ("invalid", "measurement: RuntimeError: injected measurement fault", None)
+    assert (r["status"], r["reason"], r["boot_failure"]) == (
+        "invalid",
+        "measurement: RuntimeError: injected measurement fault",
+        None,
+    )
 
 
 def test_metrics_text_that_is_not_prometheus_is_an_invalid_record(tmp_path, smol_model):
     r = run(tmp_path, make_config(tmp_path, smol_model, metrics_text="GET /health HTTP/1.1"), smol_model)
-    assert (r["status"], r["reason"]) == ("invalid", "metrics: ValueError: could not convert string to float: '/health'")
+    assert (r["status"], r["reason"]) == (
+        "invalid",
+        "metrics: ValueError: could not convert string to float: '/health'",
+    )
 
 
 def test_counter_files_that_cannot_be_read_are_an_invalid_record(tmp_path, smol_model, monkeypatch):
@@ -110,15 +138,36 @@ def test_a_config_error_still_fails_the_job_and_writes_no_record(tmp_path, smol_
     cfg = make_config(tmp_path, smol_model)
     del cfg["load"]["max_concurrency"]
     with pytest.raises(KeyError, match="max_concurrency"):
-        execute.execute_run(config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
-                            configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=tmp_path / "logs",
-                            plugin_path=str(ROOT / "workflow" / "scripts"), allowed_cpus=os.sched_getaffinity(0))
+        execute.execute_run(
+            config=cfg,
+            model=MODEL,
+            model_path=str(smol_model),
+            corpus_path=str(corpus_file(tmp_path)),
+            corpus="c",
+            configuration_name="van",
+            repeat=1,
+            out_json=tmp_path / "record.json",
+            log_dir=tmp_path / "logs",
+            plugin_path=str(ROOT / "workflow" / "scripts"),
+            allowed_cpus=os.sched_getaffinity(0),
+        )
     assert not (tmp_path / "record.json").exists()
 
 
 def test_an_unknown_configuration_fails_the_job_naming_it(tmp_path, smol_model):
     cfg = make_config(tmp_path, smol_model)
-    with pytest.raises(ValueError, match=r"^configuration 'kpad7' is not in config 'configurations' \(it yields \['van'\]\)$"):
-        execute.execute_run(config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
-                            configuration_name="kpad7", repeat=1, out_json=tmp_path / "record.json", log_dir=tmp_path / "logs",
-                            plugin_path=str(ROOT / "workflow" / "scripts"))
+    with pytest.raises(
+        ValueError, match=r"^configuration 'kpad7' is not in config 'configurations' \(it yields \['van'\]\)$"
+    ):
+        execute.execute_run(
+            config=cfg,
+            model=MODEL,
+            model_path=str(smol_model),
+            corpus_path=str(corpus_file(tmp_path)),
+            corpus="c",
+            configuration_name="kpad7",
+            repeat=1,
+            out_json=tmp_path / "record.json",
+            log_dir=tmp_path / "logs",
+            plugin_path=str(ROOT / "workflow" / "scripts"),
+        )

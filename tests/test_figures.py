@@ -1,14 +1,53 @@
 """Figures are checked on their data (annotations, bars), not pixels."""
+
 import pandas as pd
 
 from kpadstudy import figures
 
-BEST = pd.DataFrame([
-    {"model": "A", "corpus": "mix", "best_k": 8, "best_kpad_tok_s": 1234.5, "van_tok_s": 1000.0, "suf_tok_s": 1100.0, "bestkpad_over_suf": 1234.5 / 1100, "bestkpad_over_van": 1.2345},
-    {"model": "A", "corpus": "code", "best_k": 4, "best_kpad_tok_s": 900.0, "van_tok_s": 1000.0, "suf_tok_s": 1000.0, "bestkpad_over_suf": 0.9, "bestkpad_over_van": 0.9},
-    {"model": "B", "corpus": "mix", "best_k": pd.NA, "best_kpad_tok_s": float("nan"), "van_tok_s": 10.0, "suf_tok_s": 20.0, "bestkpad_over_suf": float("nan"), "bestkpad_over_van": float("nan")},
-    {"model": "B", "corpus": "code", "best_k": 4, "best_kpad_tok_s": 50.0, "van_tok_s": 40.0, "suf_tok_s": 45.0, "bestkpad_over_suf": 50 / 45, "bestkpad_over_van": 1.25},
-]).astype({"best_k": "Int64"})
+BEST = pd.DataFrame(
+    [
+        {
+            "model": "A",
+            "corpus": "mix",
+            "best_k": 8,
+            "best_kpad_tok_s": 1234.5,
+            "van_tok_s": 1000.0,
+            "suf_tok_s": 1100.0,
+            "bestkpad_over_suf": 1234.5 / 1100,
+            "bestkpad_over_van": 1.2345,
+        },
+        {
+            "model": "A",
+            "corpus": "code",
+            "best_k": 4,
+            "best_kpad_tok_s": 900.0,
+            "van_tok_s": 1000.0,
+            "suf_tok_s": 1000.0,
+            "bestkpad_over_suf": 0.9,
+            "bestkpad_over_van": 0.9,
+        },
+        {
+            "model": "B",
+            "corpus": "mix",
+            "best_k": pd.NA,
+            "best_kpad_tok_s": float("nan"),
+            "van_tok_s": 10.0,
+            "suf_tok_s": 20.0,
+            "bestkpad_over_suf": float("nan"),
+            "bestkpad_over_van": float("nan"),
+        },
+        {
+            "model": "B",
+            "corpus": "code",
+            "best_k": 4,
+            "best_kpad_tok_s": 50.0,
+            "van_tok_s": 40.0,
+            "suf_tok_s": 45.0,
+            "bestkpad_over_suf": 50 / 45,
+            "bestkpad_over_van": 1.25,
+        },
+    ]
+).astype({"best_k": "Int64"})
 
 
 def texts(fig):
@@ -23,7 +62,11 @@ def test_heatmap_annotates_best_k_and_tok_s_and_marks_failed_cells():
     assert fig.axes[0].get_title() == "Best K per cell (kpad, median output tok/s)\nn"
     long_note = "word " * 40
     title = figures.best_k_heatmap(BEST, note=long_note).axes[0].get_title()
-    assert len(title.splitlines()) >= 4 and all(len(line) <= 80 for line in title.splitlines()[1:]) and title.count("word") == 40
+    assert (
+        len(title.splitlines()) >= 4
+        and all(len(line) <= 80 for line in title.splitlines()[1:])
+        and title.count("word") == 40
+    )
 
 
 def test_bestkpad_over_suf_bars_in_percent():
@@ -40,22 +83,41 @@ def test_bestkpad_over_suf_for_a_corpus_not_in_the_data_says_so():
 
 
 def cells_row(model, corpus, cfg, method, k, tok, statuses="ok:1"):
-    return {"model": model, "corpus": corpus, "configuration": cfg, "method": method, "k": k, "device": "cuda", "output_tok_s_median": tok, "statuses": statuses}
+    return {
+        "model": model,
+        "corpus": corpus,
+        "configuration": cfg,
+        "method": method,
+        "k": k,
+        "device": "cuda",
+        "output_tok_s_median": tok,
+        "statuses": statuses,
+    }
 
 
-CELLS = pd.DataFrame([
-    cells_row("A", "mix", "van", "van", 0, 100.0), cells_row("A", "mix", "suf", "suf", 32, 150.0),
-    cells_row("A", "mix", "kpad4", "kpad", 4, 180.0), cells_row("A", "mix", "kpad8", "kpad", 8, 200.0),
-    cells_row("A", "code", "kpad4", "kpad", 4, 90.0), cells_row("A", "code", "kpad8", "kpad", 8, float("nan"), "boot_failed:2"),
-    cells_row("B", "mix", "van", "van", 0, 50.0), cells_row("B", "mix", "suf", "suf", 32, float("nan"), "invalid:1"),
-    cells_row("B", "mix", "kpad4", "kpad", 4, 60.0),
-])
+CELLS = pd.DataFrame(
+    [
+        cells_row("A", "mix", "van", "van", 0, 100.0),
+        cells_row("A", "mix", "suf", "suf", 32, 150.0),
+        cells_row("A", "mix", "kpad4", "kpad", 4, 180.0),
+        cells_row("A", "mix", "kpad8", "kpad", 8, 200.0),
+        cells_row("A", "code", "kpad4", "kpad", 4, 90.0),
+        cells_row("A", "code", "kpad8", "kpad", 8, float("nan"), "boot_failed:2"),
+        cells_row("B", "mix", "van", "van", 0, 50.0),
+        cells_row("B", "mix", "suf", "suf", 32, float("nan"), "invalid:1"),
+        cells_row("B", "mix", "kpad4", "kpad", 4, 60.0),
+    ]
+)
 
 
 def test_k_sweep_draws_valid_medians_and_marks_failed_ks():
     fig = figures.k_sweep(CELLS, note="n")
     a = fig.axes[0]
-    lines = {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in a.get_lines() if not ln.get_label().startswith("_")}
+    lines = {
+        ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata()))
+        for ln in a.get_lines()
+        if not ln.get_label().startswith("_")
+    }
     assert lines == {"code": ([4], [90.0]), "mix": ([4, 8], [180.0, 200.0])}
     assert texts(fig) == ["did not boot (code)"]
     assert [ax.get_title() for ax in fig.axes[:2]] == ["A", "B"]
@@ -69,14 +131,38 @@ def test_van_suf_bestkpad_in_multiples_of_van_with_failed_labels():
 
 
 def test_ours_vs_published_plots_ratios_and_says_not_published():
-    table = pd.DataFrame([
-        {"corpus": "mix", "model": "S", "device": "cpu", "best_k": 4, "bestkpad_over_suf": 0.88, "bestkpad_over_van": 0.96,
-         "published_bestkpad_over_suf": 1.2, "published_bestkpad_over_suf_min": 0.96, "published_bestkpad_over_suf_max": 2.85,
-         "published_bestkpad_over_van": 2.52, "published_bestkpad_over_van_min": 1.45, "published_bestkpad_over_van_max": 4.7},
-        {"corpus": "code", "model": "S", "device": "cpu", "best_k": 4, "bestkpad_over_suf": float("nan"), "bestkpad_over_van": 1.19,
-         "published_bestkpad_over_suf": float("nan"), "published_bestkpad_over_suf_min": float("nan"), "published_bestkpad_over_suf_max": float("nan"),
-         "published_bestkpad_over_van": float("nan"), "published_bestkpad_over_van_min": float("nan"), "published_bestkpad_over_van_max": float("nan")},
-    ])
+    table = pd.DataFrame(
+        [
+            {
+                "corpus": "mix",
+                "model": "S",
+                "device": "cpu",
+                "best_k": 4,
+                "bestkpad_over_suf": 0.88,
+                "bestkpad_over_van": 0.96,
+                "published_bestkpad_over_suf": 1.2,
+                "published_bestkpad_over_suf_min": 0.96,
+                "published_bestkpad_over_suf_max": 2.85,
+                "published_bestkpad_over_van": 2.52,
+                "published_bestkpad_over_van_min": 1.45,
+                "published_bestkpad_over_van_max": 4.7,
+            },
+            {
+                "corpus": "code",
+                "model": "S",
+                "device": "cpu",
+                "best_k": 4,
+                "bestkpad_over_suf": float("nan"),
+                "bestkpad_over_van": 1.19,
+                "published_bestkpad_over_suf": float("nan"),
+                "published_bestkpad_over_suf_min": float("nan"),
+                "published_bestkpad_over_suf_max": float("nan"),
+                "published_bestkpad_over_van": float("nan"),
+                "published_bestkpad_over_van_min": float("nan"),
+                "published_bestkpad_over_van_max": float("nan"),
+            },
+        ]
+    )
     fig = figures.ours_vs_published(table)
     left, right = fig.axes[0], fig.axes[1]
     assert sorted(t.get_text() for t in left.texts) == ["0.88", "no valid run", "not published"]
@@ -86,10 +172,28 @@ def test_ours_vs_published_plots_ratios_and_says_not_published():
 
 
 def test_k_vs_r_points_are_predicted_vs_measured():
-    t = pd.DataFrame([
-        {"model": "M", "corpus": "mix", "configuration": "kpad4", "device": "cuda", "predicted_speedup": 1.17, "measured_speedup": 1.36, "r_from": "TPOT"},
-        {"model": "M", "corpus": "mix", "configuration": "kpad8", "device": "cuda", "predicted_speedup": float("nan"), "measured_speedup": float("nan"), "r_from": ""},
-    ])
+    t = pd.DataFrame(
+        [
+            {
+                "model": "M",
+                "corpus": "mix",
+                "configuration": "kpad4",
+                "device": "cuda",
+                "predicted_speedup": 1.17,
+                "measured_speedup": 1.36,
+                "r_from": "TPOT",
+            },
+            {
+                "model": "M",
+                "corpus": "mix",
+                "configuration": "kpad8",
+                "device": "cuda",
+                "predicted_speedup": float("nan"),
+                "measured_speedup": float("nan"),
+                "r_from": "",
+            },
+        ]
+    )
     fig = figures.k_vs_r(t)
     offsets = [list(c.get_offsets()[0]) for c in fig.axes[0].collections]
     assert offsets == [[1.17, 1.36]]
@@ -99,12 +203,19 @@ def test_k_vs_r_points_are_predicted_vs_measured():
 def test_draw_on_the_published_parquet_writes_the_study_figures(tmp_path):
     import sys
     from pathlib import Path
+
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root / "workflow" / "scripts"))
     import build_reference
     import draw_figures
+
     ref = tmp_path / "ref.parquet"
     build_reference.build(str(root / "resources" / "reference" / "kpad_published.csv"), str(ref))
     written = draw_figures.draw(str(ref), str(tmp_path / "f"), "mix", reference_path=str(ref))
-    assert sorted(p.name for p in written) == sorted(f"{n}.{e}" for n in draw_figures.CELL_FIGURES for e in ("png", "svg"))
-    assert draw_figures.figure_names(str(ref), "runs.parquet") == draw_figures.CELL_FIGURES + ["ours_vs_published", "k_vs_r"]
+    assert sorted(p.name for p in written) == sorted(
+        f"{n}.{e}" for n in draw_figures.CELL_FIGURES for e in ("png", "svg")
+    )
+    assert draw_figures.figure_names(str(ref), "runs.parquet") == draw_figures.CELL_FIGURES + [
+        "ours_vs_published",
+        "k_vs_r",
+    ]

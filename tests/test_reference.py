@@ -1,4 +1,5 @@
 """The published study as a cells table: every number kept, hand-picked values from the CSV."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -46,12 +47,18 @@ def test_published_best_k_and_mix_headlines(pub):
     assert mix["bestkpad_over_van"].mean() == pytest.approx(2.86, abs=0.005)
     # Llama-3.1-70B: the mix table's separate measurement (14,389) wins over the sweep's K12 (14,565)
     l70 = mix.loc["Llama-3.1-70B-Instruct"]
-    assert (l70["best_kpad_tok_s"], l70["sweep_best_tok_s"], l70["best_from"]) == (14389.0, 14565.0, "separate measurement")
+    assert (l70["best_kpad_tok_s"], l70["sweep_best_tok_s"], l70["best_from"]) == (
+        14389.0,
+        14565.0,
+        "separate measurement",
+    )
     assert l70["bestkpad_over_suf"] == pytest.approx(14389 / 10400)
     assert mix.loc["DeepSeek-R1", "bestkpad_over_van"] == pytest.approx(2224 / 1538)  # +44.6%
 
 
 def test_unknown_config_is_refused():
-    bad = pd.DataFrame([{"model": "M", "corpus": "c", "config": "eagle", "k": 4, "output_tok_s": 1, "source": "s", "note": None}])
+    bad = pd.DataFrame(
+        [{"model": "M", "corpus": "c", "config": "eagle", "k": 4, "output_tok_s": 1, "source": "s", "note": None}]
+    )
     with pytest.raises(ValueError, match="published config 'eagle' is not one of"):
         reference.published_cells(bad)

@@ -1,4 +1,5 @@
 """Configurations, interleaved run order and the command lines of a run."""
+
 import json
 
 import pytest
@@ -6,24 +7,50 @@ import pytest
 from kpadstudy import runs
 
 CONFIG = {
-    "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85, "max_model_len": 4096, "seed": 0, "dtype": "auto",
-               "extra_args": [], "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, "cpu": {"kvcache_space_gib": 1}},
-    "configurations": {"van": {"enabled": True}, "suf": {"enabled": True, "k": 32, "cudagraph_mode": "PIECEWISE", "gpu_memory_utilization": 0.8},
-                       "kpad": {"k": [4, 8]}, "nopad": {"k": [8]}},
+    "server": {
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "gpu_memory_utilization": 0.85,
+        "max_model_len": 4096,
+        "seed": 0,
+        "dtype": "auto",
+        "extra_args": [],
+        "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        "cpu": {"kvcache_space_gib": 1},
+    },
+    "configurations": {
+        "van": {"enabled": True},
+        "suf": {"enabled": True, "k": 32, "cudagraph_mode": "PIECEWISE", "gpu_memory_utilization": 0.8},
+        "kpad": {"k": [4, 8]},
+        "nopad": {"k": [8]},
+    },
 }
 
 
 def test_configurations_in_interleaving_order():
     cfgs = runs.configurations(CONFIG)
     assert [c.name for c in cfgs] == ["van", "suf", "kpad4", "kpad8", "nopad8"]
-    assert [(c.method, c.k, c.pad) for c in cfgs] == [("van", 0, False), ("suf", 32, False), ("kpad", 4, True), ("kpad", 8, True), ("nopad", 8, False)]
+    assert [(c.method, c.k, c.pad) for c in cfgs] == [
+        ("van", 0, False),
+        ("suf", 32, False),
+        ("kpad", 4, True),
+        ("kpad", 8, True),
+        ("nopad", 8, False),
+    ]
     suf = cfgs[1]
     assert (suf.cudagraph_mode, suf.gpu_memory_utilization) == ("PIECEWISE", 0.8)
     assert (cfgs[2].cudagraph_mode, cfgs[2].gpu_memory_utilization) == ("FULL_AND_PIECEWISE", 0.85)
 
 
 def test_duplicate_configuration_is_an_error():
-    bad = {**CONFIG, "configurations": {"kpad": {"k": [4]}, "nopad": {"k": []}, "van": {"enabled": False}, "suf": {"enabled": False}}}
+    bad = {
+        **CONFIG,
+        "configurations": {
+            "kpad": {"k": [4]},
+            "nopad": {"k": []},
+            "van": {"enabled": False},
+            "suf": {"enabled": False},
+        },
+    }
     assert [c.name for c in runs.configurations(bad)] == ["kpad4"]
     bad["configurations"]["kpad"]["k"] = [4, 4]
     with pytest.raises(ValueError, match="duplicate names"):
@@ -37,39 +64,99 @@ def test_run_order_is_interleaved_by_repeat():
 
 def test_gpu_server_command_for_kpad():
     kpad8 = runs.configurations(CONFIG)[3]
-    cmd = runs.server_command(model_path="/m", served_model_name="M", port=8123, configuration=kpad8, server=CONFIG["server"],
-                              tensor_parallel_size=2, device="cuda", cpus="0-3", python="py")
+    cmd = runs.server_command(
+        model_path="/m",
+        served_model_name="M",
+        port=8123,
+        configuration=kpad8,
+        server=CONFIG["server"],
+        tensor_parallel_size=2,
+        device="cuda",
+        cpus="0-3",
+        python="py",
+    )
     assert cmd == [
-        "taskset", "-c", "0-3", "py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--served-model-name", "M",
-        "--host", "127.0.0.1", "--port", "8123", "--max-model-len", "4096", "--tensor-parallel-size", "2", "--seed", "0",
-        "--dtype", "auto", "--gpu-memory-utilization", "0.85", "--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
-        "--speculative-config", '{"method": "suffix", "num_speculative_tokens": 8}',
+        "taskset",
+        "-c",
+        "0-3",
+        "py",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/m",
+        "--served-model-name",
+        "M",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--max-model-len",
+        "4096",
+        "--tensor-parallel-size",
+        "2",
+        "--seed",
+        "0",
+        "--dtype",
+        "auto",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--compilation-config",
+        '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
+        "--speculative-config",
+        '{"method": "suffix", "num_speculative_tokens": 8}',
     ]
 
 
 def test_cpu_van_server_command_is_eager_without_speculation_or_pinning():
     van = runs.configurations(CONFIG)[0]
-    cmd = runs.server_command(model_path="/m", served_model_name="M", port=1, configuration=van, server=CONFIG["server"],
-                              tensor_parallel_size=1, device="cpu", cpus=None, python="py")
+    cmd = runs.server_command(
+        model_path="/m",
+        served_model_name="M",
+        port=1,
+        configuration=van,
+        server=CONFIG["server"],
+        tensor_parallel_size=1,
+        device="cpu",
+        cpus=None,
+        python="py",
+    )
     assert cmd[0] == "py" and "--enforce-eager" in cmd
-    assert "--speculative-config" not in cmd and "--compilation-config" not in cmd and "--gpu-memory-utilization" not in cmd
+    assert (
+        "--speculative-config" not in cmd
+        and "--compilation-config" not in cmd
+        and "--gpu-memory-utilization" not in cmd
+    )
 
 
 def test_server_env_names_only_our_plugin_and_pads_only_kpad():
     cfgs = {c.name: c for c in runs.configurations(CONFIG)}
     base = {"PYTHONPATH": "/x", "VLLM_PLUGINS": "", "VLLM_SUFFIX_PAD_UNIFORM": "1"}
-    kpad = runs.server_env(base, configuration=cfgs["kpad4"], server=CONFIG["server"], device="cpu", plugin_path="/p", vllm_port=9000)
+    kpad = runs.server_env(
+        base, configuration=cfgs["kpad4"], server=CONFIG["server"], device="cpu", plugin_path="/p", vllm_port=9000
+    )
     assert (kpad["VLLM_PLUGINS"], kpad["VLLM_SUFFIX_PAD_UNIFORM"], kpad["PYTHONPATH"]) == ("kpad", "1", "/p:/x")
     assert (kpad["ARCTIC_INFERENCE_ENABLED"], kpad["VLLM_CPU_KVCACHE_SPACE"], kpad["VLLM_PORT"]) == ("0", "1", "9000")
     assert kpad["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
-    nopad = runs.server_env(base, configuration=cfgs["nopad8"], server=CONFIG["server"], device="cuda", plugin_path="/p", vllm_port=9000)
+    nopad = runs.server_env(
+        base, configuration=cfgs["nopad8"], server=CONFIG["server"], device="cuda", plugin_path="/p", vllm_port=9000
+    )
     assert nopad["VLLM_SUFFIX_PAD_UNIFORM"] == "0" and "VLLM_CPU_KVCACHE_SPACE" not in nopad
 
 
 def test_bench_command_never_repeats_prompts_and_streams_chat():
-    cmd = runs.bench_command(base_url="http://127.0.0.1:1", served_model_name="M", tokenizer="/m", dataset_path="/d.jsonl", num_prompts=16,
-                             load={"max_tokens": 128, "max_concurrency": 8, "temperature": 0}, seed=0, result_dir="/r", result_filename="b.json",
-                             cpus="1", python="py")
+    cmd = runs.bench_command(
+        base_url="http://127.0.0.1:1",
+        served_model_name="M",
+        tokenizer="/m",
+        dataset_path="/d.jsonl",
+        num_prompts=16,
+        load={"max_tokens": 128, "max_concurrency": 8, "temperature": 0},
+        seed=0,
+        result_dir="/r",
+        result_filename="b.json",
+        cpus="1",
+        python="py",
+    )
     assert cmd[:6] == ["taskset", "-c", "1", "py", "-m", "kpadstudy.vllm_bench"]
     for flag in ("--no-oversample", "--disable-shuffle", "--skip-chat-template", "--save-result"):
         assert flag in cmd
@@ -88,7 +175,14 @@ def test_warmup_args():
 
 def test_describe_flattens_configuration():
     d = runs.describe(runs.configurations(CONFIG)[2])
-    assert d == {"configuration": "kpad4", "method": "kpad", "k": 4, "pad": True, "cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85}
+    assert d == {
+        "configuration": "kpad4",
+        "method": "kpad",
+        "k": 4,
+        "pad": True,
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "gpu_memory_utilization": 0.85,
+    }
     json.dumps(d)
 
 

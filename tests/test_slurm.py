@@ -11,7 +11,7 @@ mem_mb) and, as there is no accounting database here, job status from squeue; ev
 (executor, --exclusive for run/equivalence, gpu -> --gpus, partition/account variables, retries) is the
 profile's own.
 """
-import os
+
 import re
 import shutil
 import subprocess
@@ -36,7 +36,11 @@ def _why_not():
         return "snakemake-executor-plugin-slurm is not installed (pip install --no-deps -r profiles/slurm/requirements.txt)"
     try:
         p = subprocess.run(["sinfo", "-h", "-o", "%P %c %m %t"], capture_output=True, text=True, timeout=60)
-        why = (p.stderr.strip().splitlines() or ["no partitions"])[-1] if p.returncode != 0 or not p.stdout.strip() else None
+        why = (
+            (p.stderr.strip().splitlines() or ["no partitions"])[-1]
+            if p.returncode != 0 or not p.stdout.strip()
+            else None
+        )
     except subprocess.TimeoutExpired:
         why = "sinfo timed out after 60 s"
     if why:
@@ -50,7 +54,12 @@ pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
 
 def _node():
     """CPUs and memory (MiB) of the smallest node of the default partition."""
-    rows = [line.split() for line in subprocess.run(["sinfo", "-h", "-N", "-o", "%P %c %m"], capture_output=True, text=True, check=True).stdout.splitlines()]
+    rows = [
+        line.split()
+        for line in subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%P %c %m"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    ]
     default = [r for r in rows if r[0].endswith("*")] or rows
     return min(int(r[1]) for r in default), min(int(re.sub(r"\D", "", r[2])) for r in default)
 
@@ -80,10 +89,22 @@ def _config(work: Path) -> Path:
     cfg["device"] = "cpu"  # gpu resource 0: no --gpus on a CPU node
     cfg["corpora"] = {"humaneval": cfg["corpora"]["humaneval"]}
     cfg["mix"] = {"name": "mix", "components": [], "seed": 0}
-    cfg["configurations"] = {"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": [4]}, "nopad": {"k": []}}
+    cfg["configurations"] = {
+        "van": {"enabled": True},
+        "suf": {"enabled": False},
+        "kpad": {"k": [4]},
+        "nopad": {"k": []},
+    }
     cfg["prompts"] = {"measured": 6, "warmup": 2, "seed": 0}
     cfg["load"] = {"max_concurrency": 4, "max_tokens": 32, "temperature": 0}
-    cfg["equivalence"] = {"enabled": True, "corpora": ["humaneval"], "k": [4], "prompts": 4, "max_tokens": 24, "dtype": "float32"}
+    cfg["equivalence"] = {
+        "enabled": True,
+        "corpora": ["humaneval"],
+        "k": [4],
+        "prompts": 4,
+        "max_tokens": 24,
+        "dtype": "float32",
+    }
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -91,8 +112,23 @@ def _config(work: Path) -> Path:
 
 def _snakemake(work: Path, *args, timeout=1800):
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
-                        "--configfile", str(work / "config.yaml"), *args], capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(work),
+            "--configfile",
+            str(work / "config.yaml"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     (work / "snakemake.out").write_text(p.stdout + p.stderr)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-6000:]
     return time.monotonic() - t0, p.stdout + p.stderr
@@ -100,8 +136,11 @@ def _snakemake(work: Path, *args, timeout=1800):
 
 def _results(work: Path):
     """Every result file, relative to the study (logs and the report's html included)."""
-    return sorted(str(f.relative_to(work)) for f in (work / "results").rglob("*") if f.is_file()
-                  and "/models/" not in f"/{f.relative_to(work)}")
+    return sorted(
+        str(f.relative_to(work))
+        for f in (work / "results").rglob("*")
+        if f.is_file() and "/models/" not in f"/{f.relative_to(work)}"
+    )
 
 
 def _rule_of(sbatch_call: str) -> str:
@@ -130,13 +169,21 @@ def test_same_result_files(studies):
 
 def test_same_runs_all_ok(studies):
     keys = ["model", "corpus", "configuration", "repeat"]
-    runs = {name: pd.read_parquet(studies[name] / "results" / "runs.parquet").sort_values(keys).reset_index(drop=True) for name in ("local", "slurm")}
+    runs = {
+        name: pd.read_parquet(studies[name] / "results" / "runs.parquet").sort_values(keys).reset_index(drop=True)
+        for name in ("local", "slurm")
+    }
     assert runs["local"][keys].equals(runs["slurm"][keys])
     assert sorted(runs["slurm"]["configuration"]) == ["kpad4", "van"]
     for name, df in runs.items():
-        assert list(df["status"]) == ["ok"] * len(df), (name, df[["configuration", "status", "reason"]].to_dict("records"))
+        assert list(df["status"]) == ["ok"] * len(df), (
+            name,
+            df[["configuration", "status", "reason"]].to_dict("records"),
+        )
         assert (df["completed"] == 6).all() and (df["failed"] == 0).all() and (df["output_tok_s"] > 0).all()
-    eq = {name: pd.read_parquet(studies[name] / "results" / "equivalence.parquet").iloc[0] for name in ("local", "slurm")}
+    eq = {
+        name: pd.read_parquet(studies[name] / "results" / "equivalence.parquet").iloc[0] for name in ("local", "slurm")
+    }
     for e in eq.values():  # greedy float32 outputs: identical on both sides
         assert (e["requests"], e["identical_requests"], e["token_agreement"]) == (4, 4, 1.0)
 
@@ -153,7 +200,9 @@ def test_jobs_went_through_slurm(studies):
     # every job SLURM ran for the study completed (MinJobAge of tools/slurm-local.sh keeps them in squeue)
     ids = re.findall(r"submitted with SLURM jobid (\d+)", log)
     assert len(ids) == len(calls)
-    out = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T", "-j", ",".join(ids)], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["squeue", "--states=all", "-h", "-o", "%i|%T", "-j", ",".join(ids)], capture_output=True, text=True
+    ).stdout
     states = dict(line.split("|") for line in out.split())
     assert states == {i: "COMPLETED" for i in ids}, states
     # the servers of the SLURM study ran and logged

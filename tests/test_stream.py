@@ -3,6 +3,7 @@
 The fake server (kpadstudy.fake_server) streams on a known schedule; vLLM's own request function for the
 openai-chat backend (the one ``vllm bench serve`` uses) reads it. No vLLM server, no model.
 """
+
 import asyncio
 
 import aiohttp
@@ -17,8 +18,13 @@ erf = pytest.importorskip("vllm.benchmarks.lib.endpoint_request_func")
 def request(base_url: str, output_len: int, reads: list[bytes] | None = None):
     """One chat request through vLLM's ``async_request_openai_chat_completions``; ``reads`` collects
     every network read that its SSE handler was given."""
-    inp = erf.RequestFuncInput(prompt="say something", api_url=f"{base_url}/v1/chat/completions", prompt_len=2,
-                               output_len=output_len, model="fake")
+    inp = erf.RequestFuncInput(
+        prompt="say something",
+        api_url=f"{base_url}/v1/chat/completions",
+        prompt_len=2,
+        output_len=output_len,
+        model="fake",
+    )
 
     async def go():
         async with aiohttp.ClientSession() as session:
@@ -52,7 +58,9 @@ def _undecodable(read: bytes) -> bool:
 @pytest.mark.parametrize("cut_inside", ["é", "日", "😀"])  # 2-, 3- and 4-byte UTF-8 characters
 def test_multibyte_character_split_across_reads_is_decoded(cut_inside, recorded_reads):
     texts = ("é", "日本", "😀", " ok")
-    with serve_in_thread(Schedule(tokens_per_chunk=3, token_texts=texts, split_inside=cut_inside, split_pause_s=0.02)) as (url, _):
+    with serve_in_thread(
+        Schedule(tokens_per_chunk=3, token_texts=texts, split_inside=cut_inside, split_pause_s=0.02)
+    ) as (url, _):
         out = request(url, output_len=10)
     assert out.success and out.output_tokens == 10
     assert out.generated_text == "".join(texts[i % 4] for i in range(10)) == "é日本😀 oké日本😀 oké日本"
@@ -60,21 +68,32 @@ def test_multibyte_character_split_across_reads_is_decoded(cut_inside, recorded_
     assert any(_undecodable(r) for r in recorded_reads)
 
 
-STRIP = ("vLLM 0.32's client strips whitespace off both ends of every network read (chunk_bytes.strip() in "
-         "endpoint_request_func.py) before parsing SSE, so a read boundary right after a space changes the stream")
+STRIP = (
+    "vLLM 0.32's client strips whitespace off both ends of every network read (chunk_bytes.strip() in "
+    "endpoint_request_func.py) before parsing SSE, so a read boundary right after a space changes the stream"
+)
 
 
-@pytest.mark.xfail(strict=True, reason=STRIP + ": a space inside the text is lost (token counts come from the usage chunk)")
+@pytest.mark.xfail(
+    strict=True, reason=STRIP + ": a space inside the text is lost (token counts come from the usage chunk)"
+)
 def test_space_at_a_read_boundary_is_kept(recorded_reads):
     # ' a' occurs first inside the content string: the cut falls right after its space
-    with serve_in_thread(Schedule(tokens_per_chunk=3, token_texts=(" a",), split_inside=" a", split_pause_s=0.02)) as (url, _):
+    with serve_in_thread(Schedule(tokens_per_chunk=3, token_texts=(" a",), split_inside=" a", split_pause_s=0.02)) as (
+        url,
+        _,
+    ):
         out = request(url, output_len=4)
     assert out.success and out.output_tokens == 4
-    assert any(r.endswith(b'"content":"') for r in recorded_reads)  # the read ended after the space, which strip() removed
+    assert any(
+        r.endswith(b'"content":"') for r in recorded_reads
+    )  # the read ended after the space, which strip() removed
     assert out.generated_text == " a a a a"
 
 
-@pytest.mark.xfail(strict=True, reason=STRIP + ": after 'data: ' the request fails (our runs then count it as failed: invalid)")
+@pytest.mark.xfail(
+    strict=True, reason=STRIP + ": after 'data: ' the request fails (our runs then count it as failed: invalid)"
+)
 def test_read_boundary_after_data_prefix_is_parsed(recorded_reads):
     with serve_in_thread(Schedule(tokens_per_chunk=3, split_inside=" {", split_pause_s=0.02)) as (url, _):
         out = request(url, output_len=4)
@@ -94,7 +113,7 @@ def test_vllm_client_records_one_itl_per_chunk_not_per_token():
     assert out.itl[0] < 0.005
     # content chunk j arrives j x 30 ms after the first (the server sleeps to absolute deadlines; a busy
     # machine can only make a chunk late, the first one included): 5 ms early at most, 25 ms late at most
-    arrivals = [sum(out.itl[1:j + 1]) for j in range(1, 6)]
+    arrivals = [sum(out.itl[1 : j + 1]) for j in range(1, 6)]
     assert all(j * GAP_S - 0.005 < a < j * GAP_S + 0.025 for j, a in zip(range(1, 6), arrivals)), out.itl
     decode_s = out.latency - out.ttft
     assert sum(out.itl) == pytest.approx(decode_s, abs=1e-9)  # vLLM's e2el = ttft + sum of chunk gaps

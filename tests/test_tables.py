@@ -1,4 +1,5 @@
 """Runs -> cells (median, MAD over valid repeats) -> best K; failed runs never become numbers."""
+
 import json
 
 import pandas as pd
@@ -8,17 +9,41 @@ from kpadstudy import tables
 
 
 def run(cfg, method, k, rep, status, tok, corpus="mix", model="M"):
-    return {"model": model, "corpus": corpus, "configuration": cfg, "method": method, "k": k, "pad": method == "kpad", "device": "cuda",
-            "repeat": rep, "status": status, "output_tok_s": tok, "tpot_mean_ms": 10.0, "ttft_mean_ms": 50.0,
-            "tokens_per_request_step": 2.0, "acceptance_rate": 0.5, "mean_acceptance_length": 2.0}
+    return {
+        "model": model,
+        "corpus": corpus,
+        "configuration": cfg,
+        "method": method,
+        "k": k,
+        "pad": method == "kpad",
+        "device": "cuda",
+        "repeat": rep,
+        "status": status,
+        "output_tok_s": tok,
+        "tpot_mean_ms": 10.0,
+        "ttft_mean_ms": 50.0,
+        "tokens_per_request_step": 2.0,
+        "acceptance_rate": 0.5,
+        "mean_acceptance_length": 2.0,
+    }
 
 
-RUNS = pd.DataFrame([
-    run("van", "van", 0, 1, "ok", 100.0), run("van", "van", 0, 2, "ok", 110.0), run("van", "van", 0, 3, "ok", 130.0),
-    run("suf", "suf", 32, 1, "ok", 200.0), run("suf", "suf", 32, 2, "invalid", 5.0), run("suf", "suf", 32, 3, "ok", 220.0),
-    run("kpad4", "kpad", 4, 1, "ok", 240.0), run("kpad4", "kpad", 4, 2, "ok", 250.0), run("kpad4", "kpad", 4, 3, "ok", 260.0),
-    run("kpad8", "kpad", 8, 1, "boot_failed", None), run("kpad8", "kpad", 8, 2, "boot_failed", None), run("kpad8", "kpad", 8, 3, "boot_failed", None),
-])
+RUNS = pd.DataFrame(
+    [
+        run("van", "van", 0, 1, "ok", 100.0),
+        run("van", "van", 0, 2, "ok", 110.0),
+        run("van", "van", 0, 3, "ok", 130.0),
+        run("suf", "suf", 32, 1, "ok", 200.0),
+        run("suf", "suf", 32, 2, "invalid", 5.0),
+        run("suf", "suf", 32, 3, "ok", 220.0),
+        run("kpad4", "kpad", 4, 1, "ok", 240.0),
+        run("kpad4", "kpad", 4, 2, "ok", 250.0),
+        run("kpad4", "kpad", 4, 3, "ok", 260.0),
+        run("kpad8", "kpad", 8, 1, "boot_failed", None),
+        run("kpad8", "kpad", 8, 2, "boot_failed", None),
+        run("kpad8", "kpad", 8, 3, "boot_failed", None),
+    ]
+)
 
 
 def test_cells_median_mad_and_valid_counts():
@@ -48,7 +73,11 @@ def test_cell_without_any_valid_kpad_has_no_best_k():
 
 def test_read_runs_names_a_bad_file(tmp_path):
     good = tmp_path / "r1.json"
-    good.write_text(json.dumps({"model": "M", "corpus": "c", "configuration": "van", "repeat": 1, "status": "ok", "commands": ["a"]}))
+    good.write_text(
+        json.dumps(
+            {"model": "M", "corpus": "c", "configuration": "van", "repeat": 1, "status": "ok", "commands": ["a"]}
+        )
+    )
     assert tables.read_runs([good]).loc[0, "commands"] == '["a"]'
     bad = tmp_path / "r2.json"
     bad.write_text(json.dumps({"model": "M"}))
@@ -74,14 +103,41 @@ def test_cells_client_limited_any_valid_run():
 def test_cells_of_runs_without_any_measurement():
     """Only boot failures and a run whose client wrote nothing: rows with empty medians, no error."""
     from kpadstudy.tables import cells, failure_label
-    runs = pd.DataFrame([
-        {"model": "m", "corpus": "c", "configuration": "van", "method": "van", "k": 0, "pad": False, "device": "cpu", "repeat": 1,
-         "status": "boot_failed", "reason": "no_kv_cache: ..."},
-        {"model": "m", "corpus": "c", "configuration": "suf", "method": "suf", "k": 32, "pad": False, "device": "cpu", "repeat": 1,
-         "status": "invalid", "reason": "server died during the measurement"},
-    ])
+
+    runs = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "van",
+                "method": "van",
+                "k": 0,
+                "pad": False,
+                "device": "cpu",
+                "repeat": 1,
+                "status": "boot_failed",
+                "reason": "no_kv_cache: ...",
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "suf",
+                "method": "suf",
+                "k": 32,
+                "pad": False,
+                "device": "cpu",
+                "repeat": 1,
+                "status": "invalid",
+                "reason": "server died during the measurement",
+            },
+        ]
+    )
     t = cells(runs).set_index("configuration")
-    assert (t.loc["van", "statuses"], t.loc["van", "n_valid"], t.loc["suf", "statuses"]) == ("boot_failed:1", 0, "invalid:1")
+    assert (t.loc["van", "statuses"], t.loc["van", "n_valid"], t.loc["suf", "statuses"]) == (
+        "boot_failed:1",
+        0,
+        "invalid:1",
+    )
     assert t["output_tok_s_median"].isna().all() and t["output_tok_s_mad"].isna().all()
     assert failure_label(t.loc[["van"]]) == "did not boot" and failure_label(t.loc[["suf"]]) == "failed"
 
@@ -92,6 +148,8 @@ def test_read_cells_names_the_file_and_the_fix(tmp_path):
     (tmp_path / "t.txt").write_text("not parquet")
     with pytest.raises(ValueError, match=r"t.txt is not a Parquet file"):
         tables.read_cells(tmp_path / "t.txt")
-    pd.DataFrame({"model": ["m"], "corpus": ["c"], "configuration": ["van"], "status": ["ok"]}).to_parquet(tmp_path / "runs.parquet")
+    pd.DataFrame({"model": ["m"], "corpus": ["c"], "configuration": ["van"], "status": ["ok"]}).to_parquet(
+        tmp_path / "runs.parquet"
+    )
     with pytest.raises(ValueError, match=r"is not a cells Parquet \(lacks \['k', 'method', 'output_tok_s_median'\]\)"):
         tables.read_cells(tmp_path / "runs.parquet")

@@ -1,4 +1,5 @@
 """Where the time went: Snakemake benchmark files and run records -> one table and its Markdown."""
+
 import json
 
 import pytest
@@ -18,18 +19,33 @@ def bench(root, rule, job, seconds):
 def test_jobs_their_wall_time_and_each_runs_boot_and_measurement(tmp_path):
     run = "M/mix/van/r1"
     (tmp_path / "results" / "runs" / "M" / "mix" / "van").mkdir(parents=True)
-    (tmp_path / "results" / "runs" / f"{run}.json").write_text(json.dumps({"boot_s": 43.04, "duration_s": 31.46, "status": "ok"}))
-    files = {"model": [bench(tmp_path, "model", "M", 37.2)], "run": [bench(tmp_path, "run", run, 103.14), bench(tmp_path, "run", "M/mix/suf/r1", 96.0)],
-             "equivalence": [bench(tmp_path, "equivalence", "M/mix/K8", 62.5)]}
+    (tmp_path / "results" / "runs" / f"{run}.json").write_text(
+        json.dumps({"boot_s": 43.04, "duration_s": 31.46, "status": "ok"})
+    )
+    files = {
+        "model": [bench(tmp_path, "model", "M", 37.2)],
+        "run": [bench(tmp_path, "run", run, 103.14), bench(tmp_path, "run", "M/mix/suf/r1", 96.0)],
+        "equivalence": [bench(tmp_path, "equivalence", "M/mix/K8", 62.5)],
+    }
     table = timings.timings(files, root=str(tmp_path))
     assert table.astype(object).where(table.notna(), None).to_dict("records") == [
         {"stage": "model", "job": "M", "wall_s": 37.2, "boot_s": None, "measured_s": None, "status": None},
         {"stage": "run", "job": run, "wall_s": 103.14, "boot_s": 43.04, "measured_s": 31.46, "status": "ok"},
-        {"stage": "run", "job": "M/mix/suf/r1", "wall_s": 96.0, "boot_s": None, "measured_s": None, "status": None},  # no record
+        {
+            "stage": "run",
+            "job": "M/mix/suf/r1",
+            "wall_s": 96.0,
+            "boot_s": None,
+            "measured_s": None,
+            "status": None,
+        },  # no record
         {"stage": "equivalence", "job": "M/mix/K8", "wall_s": 62.5, "boot_s": None, "measured_s": None, "status": None},
     ]
     text = timings.summary(table)
-    assert "| model download / conversion | 1 | 37 |  |  |\n| run | 2 | 199 | 43 | 31 |\n| equivalence check | 1 | 62 |  |  |\n" in text
+    assert (
+        "| model download / conversion | 1 | 37 |  |  |\n| run | 2 | 199 | 43 | 31 |\n| equivalence check | 1 | 62 |  |  |\n"
+        in text
+    )
     assert f"| run | {run} | 103 | 43 | 31 | ok |\n| run | M/mix/suf/r1 | 96 |  |  |  |\n" in text
 
 
@@ -37,7 +53,9 @@ def test_a_file_that_is_not_a_benchmark_is_refused_by_name(tmp_path):
     path = tmp_path / "results" / "benchmarks" / "run" / "x.tsv"
     path.parent.mkdir(parents=True)
     path.write_text("a\tb\n1\t2\n")
-    with pytest.raises(KeyError, match=r"results/benchmarks/run/x.tsv: no column 's' \(not a Snakemake benchmark file\)"):
+    with pytest.raises(
+        KeyError, match=r"results/benchmarks/run/x.tsv: no column 's' \(not a Snakemake benchmark file\)"
+    ):
         timings.timings({"run": ["results/benchmarks/run/x.tsv"]}, root=str(tmp_path))
     with pytest.raises(ValueError):
         timings.job_name("results/other/run/x.tsv", "run")

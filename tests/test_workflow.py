@@ -1,6 +1,6 @@
 """The Snakemake workflow: plans, config validation, lint."""
+
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +37,9 @@ def test_embedded_dry_run(tmp_path):
     assert job_counts(p.stdout + p.stderr)["run"] == 1 * 3 * 4
 
 
-@pytest.mark.parametrize(("name", "runs", "equivalence"), [("gpu-embedded.yaml", 7 * 3, 0), ("gpu-x2-tp2.yaml", 2 * 2, 1)])
+@pytest.mark.parametrize(
+    ("name", "runs", "equivalence"), [("gpu-embedded.yaml", 7 * 3, 0), ("gpu-x2-tp2.yaml", 2 * 2, 1)]
+)
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
     p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / name), workdir=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -54,7 +56,9 @@ def write_config(tmp_path, mutate):
 
 
 def test_wrong_key_is_named(tmp_path):
-    p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c["load"].update(max_concurency=4)), workdir=tmp_path)
+    p = snakemake(
+        "-n", "--configfile", write_config(tmp_path, lambda c: c["load"].update(max_concurency=4)), workdir=tmp_path
+    )
     out = p.stdout + p.stderr
     assert p.returncode != 0
     assert "Additional properties are not allowed ('max_concurency' was unexpected)" in out
@@ -64,7 +68,10 @@ def test_wrong_type_is_named(tmp_path):
     p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c.update(repeats="three")), workdir=tmp_path)
     out = p.stdout + p.stderr
     assert p.returncode != 0
-    assert "ValidationError: 'three' is not of type 'integer' At ['repeats']. See config/schema.yaml" in out and "Failed validating" not in out
+    assert (
+        "ValidationError: 'three' is not of type 'integer' At ['repeats']. See config/schema.yaml" in out
+        and "Failed validating" not in out
+    )
 
 
 def test_lint_reports_nothing():
@@ -76,13 +83,19 @@ def test_lint_reports_nothing():
 def test_model_source_without_its_key_is_named(tmp_path):
     def mutate(c):
         c["models"]["SmolLM2-135M-Instruct"] = {"source": "hf", "tensor_parallel_size": 1}
+
     p = snakemake("-n", "--configfile", write_config(tmp_path, mutate), workdir=tmp_path)
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "'repo' is a required property" in out
 
 
 def test_duplicate_mix_component_is_refused(tmp_path):
-    p = snakemake("-n", "--configfile", write_config(tmp_path, lambda c: c["mix"].update(components=["sharegpt", "sharegpt"])), workdir=tmp_path)
+    p = snakemake(
+        "-n",
+        "--configfile",
+        write_config(tmp_path, lambda c: c["mix"].update(components=["sharegpt", "sharegpt"])),
+        workdir=tmp_path,
+    )
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "has non-unique elements" in out
 
@@ -98,7 +111,11 @@ def test_from_cache_and_report_without_vllm(tmp_path):
     p = snakemake("from_cache", "--cores", "1", workdir=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     figs = sorted(f.name for f in (tmp_path / "figures" / "reference").iterdir())
-    assert figs == sorted(f"{n}.{e}" for n in ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"] for e in ["png", "svg"])
+    assert figs == sorted(
+        f"{n}.{e}"
+        for n in ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
+        for e in ["png", "svg"]
+    )
     assert "kpad4" in (tmp_path / "results" / "reference" / "recommendations.md").read_text()
     r = snakemake("from_cache", "--cores", "1", "--report", str(tmp_path / "report.html"), workdir=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

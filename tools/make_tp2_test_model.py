@@ -20,9 +20,17 @@ def main(tokenizer_dir: str, out_dir: str) -> None:
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
-        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, torch_dtype="bfloat16",
+        vocab_size=len(tok),
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        torch_dtype="bfloat16",
     )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out_dir)

@@ -4,11 +4,11 @@ rule recommendations:
         cells=ANALYSIS_CELLS,
     output:
         report("results/recommendations.md", category="Tables", caption=caption("recommendations")),
-    params:
-        within_best=config["advice"]["within_best"],
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/recommendations.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        within_best=config["advice"]["within_best"],
     script:
         "../scripts/write_tables.py"

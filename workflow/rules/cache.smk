@@ -2,20 +2,23 @@
 rule figures_from_cache:
     """Every figure the cached cells allow (config cache.cells, cache.runs), PNG (in the report) and SVG."""
     input:
+        **({"runs": CACHE["runs"]} if CACHE["runs"] else {}),
         cells=CACHE["cells"],
         reference=REFERENCE_PARQUET,
-        **({"runs": CACHE["runs"]} if CACHE["runs"] else {}),
     output:
-        [report(f"{CACHE['figures']}/{f}.png", category="Figures (from cache)", caption=caption(f)) for f in CACHE_FIGURES],
+        [
+            report(f"{CACHE['figures']}/{f}.png", category="Figures (from cache)", caption=caption(f))
+            for f in CACHE_FIGURES
+        ],
         expand("{out}/{figure}.svg", out=CACHE["figures"], figure=CACHE_FIGURES),
+    log:
+        "results/logs/figures_from_cache.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         mix=CACHE["mix"],
         note=CACHE["note"],
         out_dir=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        "results/logs/figures_from_cache.log",
     script:
         "../scripts/draw_figures.py"
 
@@ -23,21 +26,21 @@ rule figures_from_cache:
 rule tables_from_cache:
     """Comparison, K-bar vs R and recommendations of the cached cells (config cache) into cache.tables."""
     input:
+        **({"runs": CACHE["runs"]} if CACHE["runs"] else {}),
         cells=CACHE["cells"],
         reference=REFERENCE_PARQUET,
-        **({"runs": CACHE["runs"]} if CACHE["runs"] else {}),
     output:
         comparison=f"{CACHE['tables']}/ours_vs_published.parquet",
         comparison_md=f"{CACHE['tables']}/ours_vs_published.md",
         step_cost=f"{CACHE['tables']}/step_cost.parquet",
         step_cost_md=f"{CACHE['tables']}/step_cost.md",
         recommendations=f"{CACHE['tables']}/recommendations.md",
-    params:
-        within_best=config["advice"]["within_best"],
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/tables_from_cache.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        within_best=config["advice"]["within_best"],
     script:
         "../scripts/write_tables.py"
 

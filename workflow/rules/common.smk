@@ -31,14 +31,21 @@ CONFIRM = config["confirm"]
 ANALYSIS_CELLS = "results/cells_final.parquet" if CONFIRM["enabled"] else "results/cells.parquet"
 CACHE = config["cache"]
 CACHE_PUBLISHED = os.path.normpath(CACHE["cells"]) == REFERENCE_PARQUET
-CACHE_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"] + ([] if CACHE_PUBLISHED else ["ours_vs_published"]) + (["k_vs_r"] if CACHE["runs"] else [])
+CACHE_FIGURES = (
+    ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
+    + ([] if CACHE_PUBLISHED else ["ours_vs_published"])
+    + (["k_vs_r"] if CACHE["runs"] else [])
+)
 
 if MIX in BASE_CORPORA:
     raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
 for _c in config["mix"]["components"]:
     if _c not in BASE_CORPORA:
         raise ValueError(f"config mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
-for _key, _names in (("measure_corpora", config["measure_corpora"] or []), ("equivalence.corpora", config["equivalence"]["corpora"] or [])):
+for _key, _names in (
+    ("measure_corpora", config["measure_corpora"] or []),
+    ("equivalence.corpora", config["equivalence"]["corpora"] or []),
+):
     for _c in _names:
         if _c not in CORPORA:
             raise ValueError(f"config {_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
@@ -126,10 +133,16 @@ def benchmark_files(wildcards=None):
         "corpus": expand("results/benchmarks/corpus/{corpus}.tsv", corpus=BASE_CORPORA),
         "mix": [f"results/benchmarks/mix/{MIX}.tsv"] if MIX else [],
         "run": [p.replace("results/runs/", "results/benchmarks/run/").replace(".json", ".tsv") for p in all_runs()],
-        "equivalence": [p.replace("results/equivalence/", "results/benchmarks/equivalence/").replace(".json", ".tsv") for p in all_equivalence_checks()],
+        "equivalence": [
+            p.replace("results/equivalence/", "results/benchmarks/equivalence/").replace(".json", ".tsv")
+            for p in all_equivalence_checks()
+        ],
     }
     if CONFIRM["enabled"]:
-        out["confirm_run"] = [p.replace("results/confirm/", "results/benchmarks/confirm_run/").replace(".json", ".tsv") for p in all_confirm_runs(wildcards)]
+        out["confirm_run"] = [
+            p.replace("results/confirm/", "results/benchmarks/confirm_run/").replace(".json", ".tsv")
+            for p in all_confirm_runs(wildcards)
+        ]
     return out
 
 

@@ -6,9 +6,9 @@ rule comparison:
     output:
         parquet="results/ours_vs_published.parquet",
         md=report("results/ours_vs_published.md", category="Tables", caption=caption("ours_vs_published_table")),
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/comparison.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/write_tables.py"

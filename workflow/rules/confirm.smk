@@ -8,13 +8,13 @@ checkpoint best_k:
         "results/cells.parquet",
     output:
         "results/confirm/best_k.json",
+    log:
+        "results/logs/best_k.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         repeats=CONFIRM["repeats"],
         measured=MEASURED_CORPORA,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        "results/logs/best_k.log",
     script:
         "../scripts/confirm.py"
 
@@ -28,18 +28,18 @@ rule confirm_run:
         previous=confirm_previous,
     output:
         "results/confirm/{model}/{corpus}/{configuration}/r{repeat}.json",
-    conda:
-        "../../envs/vllm-gpu.yaml"
     log:
         server="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/server.log",
         client="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/client.log",
     benchmark:
         "results/benchmarks/confirm_run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
-    params:
-        plugin_path=PLUGIN_PATH,
+    conda:
+        "../../envs/vllm-gpu.yaml"
     threads: RUN_THREADS
     resources:
         gpu=lambda wc: gpus_per_run(wc.model),
+    params:
+        plugin_path=PLUGIN_PATH,
     script:
         "../scripts/run_benchmark.py"
 
@@ -50,10 +50,10 @@ rule confirmed_table:
         all_confirm_runs,
     output:
         "results/confirmed.parquet",
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/confirmed_table.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/aggregate.py"
 
@@ -65,9 +65,9 @@ rule analysis_cells:
         confirmed="results/confirmed.parquet",
     output:
         "results/cells_final.parquet",
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/analysis_cells.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/aggregate.py"

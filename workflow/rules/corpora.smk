@@ -4,16 +4,16 @@ rule corpus:
         tokenizers=expand("results/tokenizers/{model}", model=MODELS),
     output:
         "results/corpora/{corpus}.jsonl",
-    wildcard_constraints:
-        corpus=_alternatives(BASE_CORPORA),
-    params:
-        spec=lambda wc: config["corpora"][wc.corpus],
-        models=MODELS,
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/corpora/{corpus}.log",
     benchmark:
         "results/benchmarks/corpus/{corpus}.tsv"
+    wildcard_constraints:
+        corpus=_alternatives(BASE_CORPORA),
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        spec=lambda wc: config["corpora"][wc.corpus],
+        models=MODELS,
     script:
         "../scripts/build_corpus.py"

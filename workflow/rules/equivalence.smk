@@ -8,16 +8,16 @@ rule equivalence:
         corpus="results/corpora/{corpus}.jsonl",
     output:
         "results/equivalence/{model}/{corpus}/K{k}.json",
-    params:
-        plugin_path=PLUGIN_PATH,
-    threads: RUN_THREADS
-    resources:
-        gpu=lambda wc: gpus_per_run(wc.model),
-    conda:
-        "../../envs/vllm-gpu.yaml"
     log:
         "results/logs/equivalence/{model}/{corpus}/K{k}.log",
     benchmark:
         "results/benchmarks/equivalence/{model}/{corpus}/K{k}.tsv"
+    conda:
+        "../../envs/vllm-gpu.yaml"
+    threads: RUN_THREADS
+    resources:
+        gpu=lambda wc: gpus_per_run(wc.model),
+    params:
+        plugin_path=PLUGIN_PATH,
     script:
         "../scripts/check_equivalence.py"

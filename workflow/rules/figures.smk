@@ -7,13 +7,13 @@ rule figures:
     output:
         [report(f"figures/{f}.png", category="Figures", caption=caption(f)) for f in FIGURES],
         expand("figures/{figure}.svg", figure=FIGURES),
+    log:
+        "results/logs/figures.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         mix=MIX if MIX in MEASURED_CORPORA else None,
         note="",
         out_dir=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        "results/logs/figures.log",
     script:
         "../scripts/draw_figures.py"

@@ -6,11 +6,11 @@ if MIX:
             expand("results/corpora/{corpus}.jsonl", corpus=config["mix"]["components"]),
         output:
             f"results/corpora/{MIX}.jsonl",
-        conda:
-            "../../envs/analysis.yaml"
         log:
             f"results/logs/corpora/{MIX}.log",
         benchmark:
             f"results/benchmarks/mix/{MIX}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
         script:
             "../scripts/build_mix.py"

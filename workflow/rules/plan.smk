@@ -5,11 +5,11 @@ rule plan:
     """
     output:
         "results/plan.md",
-    params:
-        measured=MEASURED_CORPORA,
     log:
         "results/logs/plan.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        measured=MEASURED_CORPORA,
     script:
         "../scripts/write_plan.py"

@@ -4,9 +4,9 @@ rule reference:
         csv=REFERENCE_CSV,
     output:
         cells=REFERENCE_PARQUET,
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/reference.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/build_reference.py"

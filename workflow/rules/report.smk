@@ -7,9 +7,9 @@ rule report_tables:
     output:
         cells=report("results/report/cells.html", category="Tables", caption=caption("cells")),
         provenance=report("results/report/provenance.html", category="Provenance", caption=caption("provenance")),
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/report_tables.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/write_tables.py"

@@ -11,18 +11,18 @@ rule run:
         previous=previous_run,
     output:
         "results/runs/{model}/{corpus}/{configuration}/r{repeat}.json",
-    conda:
-        "../../envs/vllm-gpu.yaml"
     log:
         server="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/server.log",
         client="results/logs/runs/{model}/{corpus}/{configuration}/r{repeat}/client.log",
     benchmark:
         "results/benchmarks/run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
-    params:
-        plugin_path=PLUGIN_PATH,
-    threads: RUN_THREADS
     priority: runs_after
+    conda:
+        "../../envs/vllm-gpu.yaml"
+    threads: RUN_THREADS
     resources:
         gpu=lambda wc: gpus_per_run(wc.model),
+    params:
+        plugin_path=PLUGIN_PATH,
     script:
         "../scripts/run_benchmark.py"

@@ -6,9 +6,9 @@ rule step_cost:
     output:
         parquet="results/step_cost.parquet",
         md=report("results/step_cost.md", category="Tables", caption=caption("step_cost")),
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/step_cost.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/write_tables.py"

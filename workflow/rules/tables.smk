@@ -5,10 +5,10 @@ rule tables:
     output:
         runs="results/runs.parquet",
         cells="results/cells.parquet",
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/tables.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/aggregate.py"
 
@@ -19,9 +19,9 @@ rule equivalence_table:
         all_equivalence_checks(),
     output:
         "results/equivalence.parquet",
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/equivalence_table.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/aggregate_equivalence.py"

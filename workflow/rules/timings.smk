@@ -4,9 +4,9 @@ rule timings:
         unpack(benchmark_files),
     output:
         "results/timings.md",
-    conda:
-        "../../envs/analysis.yaml"
     log:
         "results/logs/timings.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/write_timings.py"

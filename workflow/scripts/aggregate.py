@@ -1,10 +1,10 @@
 """Rules tables, confirmed_table and analysis_cells: run records -> Parquet tables."""
-import logging
 
-from _rule import setup_logging
+import logging
 
 import pandas as pd
 
+from _rule import setup_logging
 from kpadstudy import confirm, tables
 
 sm = snakemake  # noqa: F821

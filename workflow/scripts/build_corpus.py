@@ -1,8 +1,8 @@
 """Rule corpus: source records -> filtered, sampled prompt records (results/corpora/{corpus}.jsonl)."""
+
 import logging
 
 from _rule import setup_logging
-
 from kpadstudy import corpora
 
 sm = snakemake  # noqa: F821

@@ -1,8 +1,8 @@
 """Rule mix: shares of the component corpora (mix.weights, default equal), shuffled with a fixed seed."""
+
 import logging
 
 from _rule import setup_logging
-
 from kpadstudy import corpora
 
 sm = snakemake  # noqa: F821
@@ -11,8 +11,12 @@ cfg = sm.config
 components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input)}
 n_warmup, n_measured = corpora.mix_sizes(cfg)
 records = corpora.build_mix(
-    cfg["mix"]["name"], components, n_warmup=n_warmup, n_measured=n_measured,
-    seed=cfg["mix"]["seed"], weights=corpora.mix_weights(cfg["mix"]),
+    cfg["mix"]["name"],
+    components,
+    n_warmup=n_warmup,
+    n_measured=n_measured,
+    seed=cfg["mix"]["seed"],
+    weights=corpora.mix_weights(cfg["mix"]),
 )
 n = corpora.write_jsonl(records, sm.output[0])
 logging.getLogger("build_mix").info("mix %s: %d records from %s", cfg["mix"]["name"], n, list(components))

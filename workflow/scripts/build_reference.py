@@ -1,15 +1,15 @@
 """Rule reference, and a command: the published study's CSV -> a cells Parquet marked as published.
 
-    python workflow/scripts/build_reference.py resources/reference/kpad_published.csv results/reference/kpad_published.parquet
+python workflow/scripts/build_reference.py resources/reference/kpad_published.csv results/reference/kpad_published.parquet
 """
+
 import argparse
 import logging
 from pathlib import Path
 
-from _rule import setup_logging
-
 import pandas as pd
 
+from _rule import setup_logging
 from kpadstudy import reference
 
 
@@ -18,7 +18,9 @@ def build(csv_path: str, out_path: str) -> pd.DataFrame:
     cells = reference.published_cells(pd.read_csv(csv_path))
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     cells.to_parquet(out_path, index=False)
-    logging.getLogger("reference").info("%s: %d published numbers (%s) -> %s", csv_path, len(cells), cells["method"].value_counts().to_dict(), out_path)
+    logging.getLogger("reference").info(
+        "%s: %d published numbers (%s) -> %s", csv_path, len(cells), cells["method"].value_counts().to_dict(), out_path
+    )
     return cells
 
 

@@ -4,14 +4,14 @@ with nothing else (no vLLM, GPU or network; pandas, pyarrow, seaborn):
     python workflow/scripts/draw_figures.py results/cells.parquet figures/ [--mix mix] [--runs results/runs.parquet]
         [--reference results/reference/kpad_published.parquet] [--note "8x B200, vLLM 0.26.0"]
 """
+
 import argparse
 from pathlib import Path
-
-from _rule import setup_logging
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from _rule import setup_logging
 from kpadstudy import compare, figures, reference, stepcost, tables
 
 CPU_NOTE = compare.CPU_NOTE
@@ -22,10 +22,21 @@ CELL_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestk
 
 def figure_names(reference_path: str | None, runs_path: str | None, cells_are_published: bool = False) -> list[str]:
     """The figures :func:`draw` writes for these inputs (each as PNG and SVG)."""
-    return CELL_FIGURES + (["ours_vs_published"] if reference_path and not cells_are_published else []) + (["k_vs_r"] if runs_path else [])
+    return (
+        CELL_FIGURES
+        + (["ours_vs_published"] if reference_path and not cells_are_published else [])
+        + (["k_vs_r"] if runs_path else [])
+    )
 
 
-def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", reference_path: str | None = None, runs_path: str | None = None) -> list[Path]:
+def draw(
+    cells_path: str,
+    out_dir: str,
+    mix: str | None,
+    note: str = "",
+    reference_path: str | None = None,
+    runs_path: str | None = None,
+) -> list[Path]:
     """Write every figure the inputs allow as PNG and SVG into ``out_dir``; return the paths.
 
     Always ``CELL_FIGURES``; ``ours_vs_published`` with ``reference_path`` (unless the cells are the published
@@ -41,13 +52,20 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", referen
     best = tables.best_kpad(cells)
     mix = mix or best["corpus"].iloc[0]
     if mix not in set(cells["corpus"]):
-        raise ValueError(f"{cells_path} has no corpus {mix!r} (it has {sorted(set(cells['corpus']))}); pass --mix with one of them")
-    figs = {"best_k_heatmap": figures.best_k_heatmap(best, note=note),
-            "bestkpad_over_suf": figures.bestkpad_over_suf(best, corpus=mix, note=note),
-            "k_sweep": figures.k_sweep(cells, note=note),
-            "van_suf_bestkpad": figures.van_suf_bestkpad(cells, corpus=mix, note=note)}
+        raise ValueError(
+            f"{cells_path} has no corpus {mix!r} (it has {sorted(set(cells['corpus']))}); pass --mix with one of them"
+        )
+    figs = {
+        "best_k_heatmap": figures.best_k_heatmap(best, note=note),
+        "bestkpad_over_suf": figures.bestkpad_over_suf(best, corpus=mix, note=note),
+        "k_sweep": figures.k_sweep(cells, note=note),
+        "van_suf_bestkpad": figures.van_suf_bestkpad(cells, corpus=mix, note=note),
+    }
     if reference_path and not published:
-        figs["ours_vs_published"] = figures.ours_vs_published(compare.compare(tables.best_kpad_with_device(cells), tables.best_kpad(read_cells(reference_path))), note=note)
+        figs["ours_vs_published"] = figures.ours_vs_published(
+            compare.compare(tables.best_kpad_with_device(cells), tables.best_kpad(read_cells(reference_path))),
+            note=note,
+        )
     if runs_path:
         figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(pd.read_parquet(runs_path), cells), note=note)
     out = Path(out_dir)
@@ -64,12 +82,21 @@ def draw(cells_path: str, out_dir: str, mix: str | None, note: str = "", referen
 if "snakemake" in globals():
     sm = snakemake  # noqa: F821
     setup_logging(sm.log[0])
-    draw(sm.input.cells, sm.params.out_dir, sm.params.mix, sm.params.note, sm.input.get("reference"), sm.input.get("runs"))
+    draw(
+        sm.input.cells,
+        sm.params.out_dir,
+        sm.params.mix,
+        sm.params.note,
+        sm.input.get("reference"),
+        sm.input.get("runs"),
+    )
 elif __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cells", help="a cells Parquet (results/cells.parquet)")
     ap.add_argument("out_dir", help="folder for the figures")
-    ap.add_argument("--mix", default="mix", help="corpus of the bestKpad-over-suf and van -> suf -> bestKpad figures (default: mix)")
+    ap.add_argument(
+        "--mix", default="mix", help="corpus of the bestKpad-over-suf and van -> suf -> bestKpad figures (default: mix)"
+    )
     ap.add_argument("--note", default="", help="a line under each title: hardware, versions, repeats")
     ap.add_argument("--runs", default=None, help="its runs Parquet: adds the K-bar vs R figure")
     ap.add_argument("--reference", default=None, help="the published cells Parquet: adds the ours-vs-published figure")

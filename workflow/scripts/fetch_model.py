@@ -1,6 +1,6 @@
 """Rule model / tokenizer: materialize a model checkpoint or its tokenizer files."""
-from _rule import setup_logging
 
+from _rule import setup_logging
 from kpadstudy.models import fetch
 
 setup_logging(snakemake.log[0])  # noqa: F821

@@ -1,11 +1,11 @@
 """Rules run and confirm_run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
+
 import logging
 import signal
 import sys
 from pathlib import Path
 
 from _rule import setup_logging
-
 from kpadstudy.execute import execute_run
 from kpadstudy.runs import workflow_commit
 
@@ -20,9 +20,26 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
     # Snakemake rerun every finished run after a commit (params are a rerun trigger).
     commit = workflow_commit(str(Path(sm.params.plugin_path).parents[1]))
     record = execute_run(
-        config=sm.config, model=w.model, model_path=sm.input.model, corpus_path=sm.input.corpus, corpus=w.corpus,
-        configuration_name=w.configuration, repeat=int(w.repeat), out_json=Path(sm.output[0]),
-        log_dir=Path(sm.log.server).parent, plugin_path=sm.params.plugin_path, workflow_commit=commit,
+        config=sm.config,
+        model=w.model,
+        model_path=sm.input.model,
+        corpus_path=sm.input.corpus,
+        corpus=w.corpus,
+        configuration_name=w.configuration,
+        repeat=int(w.repeat),
+        out_json=Path(sm.output[0]),
+        log_dir=Path(sm.log.server).parent,
+        plugin_path=sm.params.plugin_path,
+        workflow_commit=commit,
         phase="confirm" if sm.rule == "confirm_run" else "sweep",
     )
-    logging.getLogger("run").info("%s %s %s r%s: %s %s output_tok_s=%s", w.model, w.corpus, w.configuration, w.repeat, record["status"], record.get("reason", ""), record.get("output_tok_s"))
+    logging.getLogger("run").info(
+        "%s %s %s r%s: %s %s output_tok_s=%s",
+        w.model,
+        w.corpus,
+        w.configuration,
+        w.repeat,
+        record["status"],
+        record.get("reason", ""),
+        record.get("output_tok_s"),
+    )

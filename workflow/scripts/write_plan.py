@@ -1,6 +1,6 @@
 """Rule plan: results/plan.md (kpadstudy.plan), also printed."""
-from _rule import setup_logging
 
+from _rule import setup_logging
 from kpadstudy import plan
 
 sm = snakemake  # noqa: F821

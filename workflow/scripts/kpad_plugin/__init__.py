@@ -101,7 +101,10 @@ def check_suffix_available(context: str = "") -> None:
     """
     import importlib.util
 
-    if importlib.util.find_spec("arctic_inference") is None or importlib.util.find_spec("arctic_inference.suffix_decoding") is None:
+    if (
+        importlib.util.find_spec("arctic_inference") is None
+        or importlib.util.find_spec("arctic_inference.suffix_decoding") is None
+    ):
         raise SuffixUnavailableError(
             f"{context}suffix decoding needs arctic-inference 0.3.0, which is not installed in this Python. Install it with: "
             "pip install nanobind==2.9.2 cmake ninja grpcio-tools && CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) "
@@ -110,6 +113,7 @@ def check_suffix_available(context: str = "") -> None:
 
 
 # ----------------------------------------------------------------------------- counters
+
 
 class Stats:
     """Counters of one process, written as JSON to ``<dir>/<role>-<pid>.json`` by a daemon thread.
@@ -169,6 +173,7 @@ def _stats_for(role: str) -> Stats | None:
 
 # ----------------------------------------------------------------------------- patches
 
+
 def _patch_scheduler(pad: bool) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -192,8 +197,13 @@ def _patch_scheduler(pad: bool) -> None:
             if pad:
                 request.spec_token_ids = pad_draft(real, k, self.max_model_len - request.num_tokens - 1)
             n_pad = len(request.spec_token_ids) - len(real)
-            counts.update(draft_requests=1, real_draft_tokens=len(real), pad_tokens=n_pad,
-                          padded_requests=int(n_pad > 0), zero_draft_requests=int(not real))
+            counts.update(
+                draft_requests=1,
+                real_draft_tokens=len(real),
+                pad_tokens=n_pad,
+                padded_requests=int(n_pad > 0),
+                zero_draft_requests=int(not real),
+            )
         if stats is not None and counts:
             stats.add(**counts)
 
@@ -217,7 +227,9 @@ def _patch_model_runner() -> None:
             decode = False
             try:
                 batch = self.input_batch
-                decode = bool(num_reqs) and bool((batch.num_computed_tokens_cpu[:num_reqs] >= batch.num_prompt_tokens[:num_reqs]).all())
+                decode = bool(num_reqs) and bool(
+                    (batch.num_computed_tokens_cpu[:num_reqs] >= batch.num_prompt_tokens[:num_reqs]).all()
+                )
             except (AttributeError, TypeError):
                 pass
             stats.add(**{f"steps_{mode}": 1, **({f"decode_steps_{mode}": 1} if decode else {})})

@@ -57,33 +57,62 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
         van_tok = float(van.iloc[0]["output_tok_s_median"]) if len(van) else float("nan")
         van_mad = _spread(van.iloc[0]) if len(van) else float("nan")
         suf_tok = float(suf.iloc[0]["output_tok_s_median"]) if len(suf) else float("nan")
-        row: dict[str, Any] = {"model": model, "corpus": corpus, "device": g["device"].iloc[0], "basis": basis,
-                               "candidate": "" if cand is None else f"kpad{int(cand['k'])}",
-                               "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
-                               "candidate_mad": float("nan") if cand is None else _spread(cand),
-                               "van_tok_s": van_tok, "van_mad": van_mad, "suf_tok_s": suf_tok}
+        row: dict[str, Any] = {
+            "model": model,
+            "corpus": corpus,
+            "device": g["device"].iloc[0],
+            "basis": basis,
+            "candidate": "" if cand is None else f"kpad{int(cand['k'])}",
+            "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
+            "candidate_mad": float("nan") if cand is None else _spread(cand),
+            "van_tok_s": van_tok,
+            "van_mad": van_mad,
+            "suf_tok_s": suf_tok,
+        }
         if cand is not None and len(van) and row["candidate_tok_s"] - row["candidate_mad"] > van_tok + van_mad:
-            row.update(recommended=row["candidate"], method="kpad", k=int(cand["k"]),
-                       reason=f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} > van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s")
+            row.update(
+                recommended=row["candidate"],
+                method="kpad",
+                k=int(cand["k"]),
+                reason=f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} > van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s",
+            )
         elif cand is not None and not len(van) and not len(suf):
-            row.update(recommended=row["candidate"], method="kpad", k=int(cand["k"]),
-                       reason=f"van and suf have no median in this cell (not measured or failed), so {row['candidate']} "
-                              f"({row['candidate_tok_s']:,.1f} tok/s) is the K-sweep's choice, untested against van")
+            row.update(
+                recommended=row["candidate"],
+                method="kpad",
+                k=int(cand["k"]),
+                reason=f"van and suf have no median in this cell (not measured or failed), so {row['candidate']} "
+                f"({row['candidate_tok_s']:,.1f} tok/s) is the K-sweep's choice, untested against van",
+            )
         elif len(van) or len(suf):
             pick_suf = len(suf) and (not len(van) or suf_tok > van_tok)
             sel = suf.iloc[0] if pick_suf else van.iloc[0]
-            why = ("no kpad configuration has a valid run" if cand is None else
-                   f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} does not exceed van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
-                   if len(van) else "van has no valid run")
-            row.update(recommended=sel["configuration"], method=sel["method"], k=int(sel["k"]) if pd.notna(sel["k"]) else pd.NA,
-                       reason=f"{why}; {sel['configuration']} has the higher median of van ({van_tok:,.1f}) and suf ({suf_tok:,.1f}) tok/s")
+            why = (
+                "no kpad configuration has a valid run"
+                if cand is None
+                else f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} does not exceed van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
+                if len(van)
+                else "van has no valid run"
+            )
+            row.update(
+                recommended=sel["configuration"],
+                method=sel["method"],
+                k=int(sel["k"]) if pd.notna(sel["k"]) else pd.NA,
+                reason=f"{why}; {sel['configuration']} has the higher median of van ({van_tok:,.1f}) and suf ({suf_tok:,.1f}) tok/s",
+            )
         else:
             row.update(recommended="", method="", k=pd.NA, reason="no configuration has a valid run")
         out.append(row)
     return pd.DataFrame(out)
 
 
-def command_line(rec: pd.Series, config: dict[str, Any], plugin_path: str = "workflow/scripts", port: int = 8000, python: str = "python") -> str:
+def command_line(
+    rec: pd.Series,
+    config: dict[str, Any],
+    plugin_path: str = "workflow/scripts",
+    port: int = 8000,
+    python: str = "python",
+) -> str:
     """The server command of a recommendation, environment first: ``VAR=... taskset ... python -m vllm...``.
 
     Built by :func:`kpadstudy.runs.server_command` and :func:`kpadstudy.runs.server_env` (with an empty base
@@ -102,35 +131,69 @@ def command_line(rec: pd.Series, config: dict[str, Any], plugin_path: str = "wor
     cfg = by_name.get(rec["recommended"])
     if cfg is None:  # a K the config does not sweep (e.g. a published one)
         k = int(rec["k"]) if pd.notna(rec["k"]) else 32
-        cfg = runs.Configuration(rec["recommended"], rec["method"], k, rec["method"] == "kpad", server["cudagraph_mode"], server["gpu_memory_utilization"])
+        cfg = runs.Configuration(
+            rec["recommended"],
+            rec["method"],
+            k,
+            rec["method"] == "kpad",
+            server["cudagraph_mode"],
+            server["gpu_memory_utilization"],
+        )
     device = "cpu" if rec["device"] == "cpu" else "cuda"
     model = config.get("models", {}).get(rec["model"])
-    cmd = runs.server_command(model_path=f"results/models/{rec['model']}" if model else rec["model"], served_model_name=rec["model"], port=port,
-                              configuration=cfg, server=server, tensor_parallel_size=int(model.get("tensor_parallel_size", 1)) if model else 1,
-                              device=device, cpus=cpus.slots(config.get("taskset") or {})[0]["server"], python=python)
+    cmd = runs.server_command(
+        model_path=f"results/models/{rec['model']}" if model else rec["model"],
+        served_model_name=rec["model"],
+        port=port,
+        configuration=cfg,
+        server=server,
+        tensor_parallel_size=int(model.get("tensor_parallel_size", 1)) if model else 1,
+        device=device,
+        cpus=cpus.slots(config.get("taskset") or {})[0]["server"],
+        python=python,
+    )
     env = runs.server_env({}, configuration=cfg, server=server, device=device, plugin_path=plugin_path, vllm_port=port)
     env.pop("VLLM_PORT")  # the study's per-run base for vLLM's internal ports; a served model keeps vLLM's default
     return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in cmd)])
 
 
-def to_markdown(recs: pd.DataFrame, config: dict[str, Any], within_best: float = WITHIN_BEST, title: str = "Recommended configuration per cell") -> str:
+def to_markdown(
+    recs: pd.DataFrame,
+    config: dict[str, Any],
+    within_best: float = WITHIN_BEST,
+    title: str = "Recommended configuration per cell",
+) -> str:
     """``results/recommendations.md``: per cell the choice, why (numbers), and the exact command line.
 
     Says whether the choice rests on confirmation reruns or on the sweep medians, and on CPU that kpad
     cannot gain there (no cudagraphs).
     """
-    lines = [f"# {title}", "",
-             f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, if its median minus MAD "
-             "exceeds van's median plus MAD; otherwise van or suf, whichever median is higher.", ""]
+    lines = [
+        f"# {title}",
+        "",
+        f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, if its median minus MAD "
+        "exceeds van's median plus MAD; otherwise van or suf, whichever median is higher.",
+        "",
+    ]
     if (recs["basis"] == "K-sweep").any():
-        lines += ["**These rest on the K-sweep medians, not on a confirmation rerun** (no `bestkpad` confirmation rows in the cells table for "
-                  f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). Rerun the chosen configuration against van before relying on it.", ""]
+        lines += [
+            "**These rest on the K-sweep medians, not on a confirmation rerun** (no `bestkpad` confirmation rows in the cells table for "
+            f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). Rerun the chosen configuration against van before relying on it.",
+            "",
+        ]
     if (recs["device"] == "cpu").any():
-        lines += ["**CPU cells:** there are no cudagraphs on CPU, so padding only adds verification work and kpad is "
-                  "expected to lose to unpadded suf there; these picks say nothing about a GPU.", ""]
+        lines += [
+            "**CPU cells:** there are no cudagraphs on CPU, so padding only adds verification work and kpad is "
+            "expected to lose to unpadded suf there; these picks say nothing about a GPU.",
+            "",
+        ]
     for _, r in recs.iterrows():
-        lines += [f"## {r['model']} / {r['corpus']} ({r['device']}): {r['recommended'] or 'none'}", "",
-                  f"Basis: {r['basis']}. {r['reason']}.", ""]
+        lines += [
+            f"## {r['model']} / {r['corpus']} ({r['device']}): {r['recommended'] or 'none'}",
+            "",
+            f"Basis: {r['basis']}. {r['reason']}.",
+            "",
+        ]
         if r["recommended"]:
             lines += ["```bash", command_line(r, config), "```", ""]
     return "\n".join(lines)

@@ -29,10 +29,20 @@ from typing import Any
 REASONS = ("unsupported", "oom", "no_kv_cache", "timeout", "crash", "error")
 
 PATTERNS: dict[str, list[str]] = {
-    "unsupported": [r"UnsupportedVllmError", r"K-pad plugin: vLLM \S+ is not supported", r"\bis not supported\b", r"\bnot supported (?:on|for|with|by)\b"],
+    "unsupported": [
+        r"UnsupportedVllmError",
+        r"K-pad plugin: vLLM \S+ is not supported",
+        r"\bis not supported\b",
+        r"\bnot supported (?:on|for|with|by)\b",
+    ],
     "oom": [r"CUDA out of memory", r"torch\.OutOfMemoryError", r"torch\.cuda\.OutOfMemoryError", r"OutOfMemoryError"],
-    "no_kv_cache": [r"No available memory for the cache blocks", r"KV cache is needed, which is larger than the available KV cache memory",
-                    r"num_gpu_blocks\s*[=:]\s*0\b", r"num_gpu_blocks > 0", r"Insufficient memory for KV cache"],
+    "no_kv_cache": [
+        r"No available memory for the cache blocks",
+        r"KV cache is needed, which is larger than the available KV cache memory",
+        r"num_gpu_blocks\s*[=:]\s*0\b",
+        r"num_gpu_blocks > 0",
+        r"Insufficient memory for KV cache",
+    ],
 }
 
 # settings the retry policy may change, where they live in the config
@@ -44,7 +54,9 @@ ADJUSTABLE = {
 }
 
 
-def classify_boot_failure(log_text: str, exit_code: int | None, timed_out: bool, error: BaseException | None = None) -> tuple[str, str]:
+def classify_boot_failure(
+    log_text: str, exit_code: int | None, timed_out: bool, error: BaseException | None = None
+) -> tuple[str, str]:
     """``(reason, evidence)``: the reason (one of :data:`REASONS`) and the log line that shows it.
 
     Args:
@@ -94,9 +106,13 @@ def attempt_settings(config: dict[str, Any], retry: dict[str, Any], history: lis
             return None
         for name, factor in adjust[reason].items():
             if name not in ADJUSTABLE:
-                raise ValueError(f"server.retry.adjust.{reason}.{name}: not a setting the retry can change ({sorted(ADJUSTABLE)})")
+                raise ValueError(
+                    f"server.retry.adjust.{reason}.{name}: not a setting the retry can change ({sorted(ADJUSTABLE)})"
+                )
             if settings[name] is None:
-                raise ValueError(f"server.retry.adjust.{reason}.{name}: server {name} is not set in the config, so it cannot be scaled")
+                raise ValueError(
+                    f"server.retry.adjust.{reason}.{name}: server {name} is not set in the config, so it cannot be scaled"
+                )
             cast = ADJUSTABLE[name][2]
             value = settings[name] * float(factor)
             settings[name] = max(1, int(value)) if cast is int else round(value, 4)

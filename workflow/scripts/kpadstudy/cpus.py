@@ -69,8 +69,10 @@ def slots(taskset: dict) -> list[dict]:
         for j in range(i):
             shared = slot_cpus(a) & slot_cpus(out[j])
             if shared:
-                raise ValueError(f"taskset.slots[{j}] and taskset.slots[{i}] share CPUs {format_cpu_set(shared)}: "
-                                 "runs side by side would measure each other; make the slots disjoint")
+                raise ValueError(
+                    f"taskset.slots[{j}] and taskset.slots[{i}] share CPUs {format_cpu_set(shared)}: "
+                    "runs side by side would measure each other; make the slots disjoint"
+                )
     return out
 
 
@@ -105,8 +107,10 @@ def check_pinning(taskset: dict, allowed: set[int] | None = None) -> None:
             outside = parse_cpu_list(text) - allowed
             if outside:
                 key = f"taskset.slots[{i}].{role}" if listed else f"taskset.{role}"
-                raise ValueError(f"{key} {text!r} names CPUs {format_cpu_set(outside)} outside this job's allowed CPUs "
-                                 f"{format_cpu_set(allowed)} (os.sched_getaffinity); set {key} inside them")
+                raise ValueError(
+                    f"{key} {text!r} names CPUs {format_cpu_set(outside)} outside this job's allowed CPUs "
+                    f"{format_cpu_set(allowed)} (os.sched_getaffinity); set {key} inside them"
+                )
 
 
 def pinned_cpu_count(taskset: dict) -> int:
@@ -115,7 +119,9 @@ def pinned_cpu_count(taskset: dict) -> int:
 
 
 @contextlib.contextmanager
-def allocated_slot(taskset: dict, directory: str | None = None, timeout_s: float = 3600.0, poll_s: float = 2.0) -> Iterator[tuple[int, dict]]:
+def allocated_slot(
+    taskset: dict, directory: str | None = None, timeout_s: float = 3600.0, poll_s: float = 2.0
+) -> Iterator[tuple[int, dict]]:
     """Hold the CPUs of one free slot of config ``taskset`` for the ``with`` block; yields ``(index, slot)``.
 
     The first slot whose CPUs are all free is taken (one lock file per CPU, ``<lock_dir>/cpu-<n>.lock``,
@@ -133,11 +139,15 @@ def allocated_slot(taskset: dict, directory: str | None = None, timeout_s: float
     deadline = time.monotonic() + timeout_s
     while True:
         with held(Path(d) / "cpus.lock"):
-            taken = next(((i, fds) for i, slot in enumerate(options) if (fds := _lock_all(slot_cpus(slot), d)) is not None), None)
+            taken = next(
+                ((i, fds) for i, slot in enumerate(options) if (fds := _lock_all(slot_cpus(slot), d)) is not None), None
+            )
         if taken is not None:
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no CPU slot of taskset free within {timeout_s:.0f} s: each has CPUs held by other runs (locks under {d})")
+            raise TimeoutError(
+                f"no CPU slot of taskset free within {timeout_s:.0f} s: each has CPUs held by other runs (locks under {d})"
+            )
         time.sleep(poll_s)
     index, fds = taken
     try:

@@ -56,8 +56,18 @@ def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any
     }
 
 
-def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-             extra_requests: list[dict] | None = None, tensor_parallel_size: int = 1) -> dict[str, Any]:
+def generate(
+    model: str,
+    prompts: list[str],
+    *,
+    k: int,
+    max_tokens: int,
+    max_model_len: int,
+    dtype: str,
+    device: str,
+    extra_requests: list[dict] | None = None,
+    tensor_parallel_size: int = 1,
+) -> dict[str, Any]:
     """Greedy outputs of suffix decoding at K in this process (padding decided by the environment).
 
     Args:
@@ -76,10 +86,18 @@ def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_mod
     # suffix trees see the same outputs at the same steps and the drafts (and accepted tokens) match,
     # not only the outputs.
     budget = max(16384, max_model_len, sum(len(p) for p in prompts))
-    llm = LLM(model=model, dtype=dtype, max_model_len=max_model_len, seed=0, enforce_eager=(device == "cpu"),
-              tensor_parallel_size=tensor_parallel_size,
-              max_num_batched_tokens=budget, max_num_seqs=max(len(prompts), 1),
-              speculative_config={"method": "suffix", "num_speculative_tokens": k}, disable_log_stats=False)
+    llm = LLM(
+        model=model,
+        dtype=dtype,
+        max_model_len=max_model_len,
+        seed=0,
+        enforce_eager=(device == "cpu"),
+        tensor_parallel_size=tensor_parallel_size,
+        max_num_batched_tokens=budget,
+        max_num_seqs=max(len(prompts), 1),
+        speculative_config={"method": "suffix", "num_speculative_tokens": k},
+        disable_log_stats=False,
+    )
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)
     result: dict[str, Any] = {
@@ -90,12 +108,22 @@ def generate(model: str, prompts: list[str], *, k: int, max_tokens: int, max_mod
     }
     for req in extra_requests or []:
         if "json_schema" in req:
-            sp = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"], structured_outputs=StructuredOutputsParams(json=req["json_schema"]))
+            sp = SamplingParams(
+                temperature=0.0,
+                max_tokens=req["max_tokens"],
+                structured_outputs=StructuredOutputsParams(json=req["json_schema"]),
+            )
             o = llm.chat([req["messages"]], sp, use_tqdm=False)[0]
         else:
             sp = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"])
             o = llm.generate([{"prompt_token_ids": req["prompt_token_ids"]}], sp, use_tqdm=False)[0]
-        result["extra"].append({"token_ids": list(o.outputs[0].token_ids), "text": o.outputs[0].text, "finish_reason": o.outputs[0].finish_reason})
+        result["extra"].append(
+            {
+                "token_ids": list(o.outputs[0].token_ids),
+                "text": o.outputs[0].text,
+                "finish_reason": o.outputs[0].finish_reason,
+            }
+        )
     return result
 
 
@@ -108,10 +136,26 @@ def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
     return spec
 
 
-def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-             out: Path, plugin_path: str, extra_file: str | None = None, stats_dir: str | None = None,
-             tensor_parallel_size: int = 1, kvcache_space_gib: float = 1, node: dict[str, Any] | None = None,
-             cpu_list: str | None = None, cuda_visible_devices: list[str] | None = None) -> dict[str, Any]:
+def run_side(
+    *,
+    pad: bool,
+    model: str,
+    prompts_file: str,
+    k: int,
+    max_tokens: int,
+    max_model_len: int,
+    dtype: str,
+    device: str,
+    out: Path,
+    plugin_path: str,
+    extra_file: str | None = None,
+    stats_dir: str | None = None,
+    tensor_parallel_size: int = 1,
+    kvcache_space_gib: float = 1,
+    node: dict[str, Any] | None = None,
+    cpu_list: str | None = None,
+    cuda_visible_devices: list[str] | None = None,
+) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
 
     The process gets a server's environment (:func:`kpadstudy.runs.server_env`: our plugin named,
@@ -121,26 +165,61 @@ def run_side(*, pad: bool, model: str, prompts_file: str, k: int, max_tokens: in
     Raises:
         RuntimeError: the process failed (its output is in the message).
     """
-    side = runs.Configuration(f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9)
+    side = runs.Configuration(
+        f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9
+    )
     node = node or {}
     # vLLM's internal ports in a locked block; its IPC sockets and temporary files in a scratch folder removed after
-    with ports.port_block(node.get("lock_dir"), node.get("port_range")) as block, tempfile.TemporaryDirectory() as scratch:
-        env = runs.server_env(dict(os.environ), configuration=side, server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
-                              device=device, plugin_path=plugin_path, vllm_port=block.vllm_base, scratch_dir=scratch,
-                              cuda_visible_devices=cuda_visible_devices)
+    with (
+        ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        env = runs.server_env(
+            dict(os.environ),
+            configuration=side,
+            server={"cpu": {"kvcache_space_gib": kvcache_space_gib}},
+            device=device,
+            plugin_path=plugin_path,
+            vllm_port=block.vllm_base,
+            scratch_dir=scratch,
+            cuda_visible_devices=cuda_visible_devices,
+        )
         # engine core in this process: every request is added before the first step, so the schedule
         # does not depend on how fast requests reach a separate engine process
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         if stats_dir:
             env["KPAD_STATS_DIR"] = stats_dir
-        cmd = (["taskset", "-c", cpu_list] if cpu_list else []) + [sys.executable, "-m", "kpadstudy.equivalence", "generate", "--model", model, "--prompts", prompts_file, "--k", str(k),
-               "--max-tokens", str(max_tokens), "--max-model-len", str(max_model_len), "--dtype", dtype, "--device", device, "--out", str(out),
-               "--tensor-parallel-size", str(tensor_parallel_size)]
+        cmd = (["taskset", "-c", cpu_list] if cpu_list else []) + [
+            sys.executable,
+            "-m",
+            "kpadstudy.equivalence",
+            "generate",
+            "--model",
+            model,
+            "--prompts",
+            prompts_file,
+            "--k",
+            str(k),
+            "--max-tokens",
+            str(max_tokens),
+            "--max-model-len",
+            str(max_model_len),
+            "--dtype",
+            dtype,
+            "--device",
+            device,
+            "--out",
+            str(out),
+            "--tensor-parallel-size",
+            str(tensor_parallel_size),
+        ]
         if extra_file:
             cmd += ["--extra", extra_file]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
-        raise RuntimeError(f"equivalence side pad={pad} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}")
+        raise RuntimeError(
+            f"equivalence side pad={pad} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+        )
     return json.loads(Path(out).read_text())
 
 
@@ -161,8 +240,17 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     prompts = json.loads(Path(a.prompts).read_text())
     extra = json.loads(Path(a.extra).read_text()) if a.extra else None
-    res = generate(a.model, prompts, k=a.k, max_tokens=a.max_tokens, max_model_len=a.max_model_len, dtype=a.dtype, device=a.device, extra_requests=extra,
-                   tensor_parallel_size=a.tensor_parallel_size)
+    res = generate(
+        a.model,
+        prompts,
+        k=a.k,
+        max_tokens=a.max_tokens,
+        max_model_len=a.max_model_len,
+        dtype=a.dtype,
+        device=a.device,
+        extra_requests=extra,
+        tensor_parallel_size=a.tensor_parallel_size,
+    )
     Path(a.out).write_text(json.dumps(res))
 
 
@@ -170,9 +258,21 @@ if __name__ == "__main__":
     main()
 
 
-def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, max_model_len: int, dtype: str, device: str,
-               plugin_path: str, workdir: Path, tensor_parallel_size: int = 1, node: dict[str, Any] | None = None,
-               taskset: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_cell(
+    *,
+    model_path: str,
+    prompts: list[str],
+    k: int,
+    max_tokens: int,
+    max_model_len: int,
+    dtype: str,
+    device: str,
+    plugin_path: str,
+    workdir: Path,
+    tensor_parallel_size: int = 1,
+    node: dict[str, Any] | None = None,
+    taskset: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Greedy outputs of kpad vs nopad (unpadded suffix) at K on ``prompts``; see :func:`compare`.
 
     The check holds resources like a run: a CPU slot of config ``taskset`` (its engines pinned to the slot's
@@ -198,15 +298,38 @@ def check_cell(*, model_path: str, prompts: list[str], k: int, max_tokens: int, 
     prompts_file.write_text(json.dumps(prompts))
     n_gpus = tensor_parallel_size if device == "cuda" else 0
     sides = {}
-    with cpus.allocated_slot(taskset or {}, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (_, slot), \
-            gpus.allocated_gpus(n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))) as gpu_ids:
+    with (
+        cpus.allocated_slot(taskset or {}, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (_, slot),
+        gpus.allocated_gpus(
+            n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))
+        ) as gpu_ids,
+    ):
         for pad in (False, True):
-            sides[pad] = run_side(pad=pad, model=model_path, prompts_file=str(prompts_file), k=k, max_tokens=max_tokens,
-                                  max_model_len=max_model_len, dtype=dtype, device=device, out=workdir / f"pad{int(pad)}.json",
-                                  plugin_path=plugin_path, tensor_parallel_size=tensor_parallel_size, node=node,
-                                  cpu_list=slot["server"], cuda_visible_devices=gpu_ids if n_gpus else None)
+            sides[pad] = run_side(
+                pad=pad,
+                model=model_path,
+                prompts_file=str(prompts_file),
+                k=k,
+                max_tokens=max_tokens,
+                max_model_len=max_model_len,
+                dtype=dtype,
+                device=device,
+                out=workdir / f"pad{int(pad)}.json",
+                plugin_path=plugin_path,
+                tensor_parallel_size=tensor_parallel_size,
+                node=node,
+                cpu_list=slot["server"],
+                cuda_visible_devices=gpu_ids if n_gpus else None,
+            )
     out = compare(sides[True]["token_ids"], sides[False]["token_ids"])
-    out.update(k=k, dtype=dtype, device=device, max_tokens=max_tokens,
-               padded_spec=sides[True]["spec"], unpadded_spec=sides[False]["spec"],
-               server_cpus=slot["server"], cuda_visible_devices=",".join(gpu_ids) if n_gpus else None)
+    out.update(
+        k=k,
+        dtype=dtype,
+        device=device,
+        max_tokens=max_tokens,
+        padded_spec=sides[True]["spec"],
+        unpadded_spec=sides[False]["spec"],
+        server_cpus=slot["server"],
+        cuda_visible_devices=",".join(gpu_ids) if n_gpus else None,
+    )
     return out

@@ -93,7 +93,12 @@ def config_hash(config: dict[str, Any], configuration_name: str) -> str:
 def gpu_driver_version() -> str | None:
     """NVIDIA driver version from ``nvidia-smi``, or None where there is none."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
@@ -124,6 +129,7 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         FULL / PIECEWISE / NONE, and ``full_share_decode`` = FULL decode steps / decode steps (None when no
         decode step ran). A decode step is one without prompt tokens.
     """
+
     def delta(role: str, key: str) -> int:
         return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
 
@@ -136,8 +142,14 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     return out
 
 
-def classify(bench: dict[str, Any] | None, expected: int, server_alive: bool, plugin_ok: bool, client_failure: str = "",
-             warmup: dict[str, Any] | None = None) -> tuple[str, str]:
+def classify(
+    bench: dict[str, Any] | None,
+    expected: int,
+    server_alive: bool,
+    plugin_ok: bool,
+    client_failure: str = "",
+    warmup: dict[str, Any] | None = None,
+) -> tuple[str, str]:
     """``(status, reason)`` of a measured run; see the module docstring for the statuses.
 
     Args:
@@ -213,7 +225,9 @@ CLIENT_GRACE_S = 20.0  # seconds a client may take to notice that its server die
 CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
 
 
-def client_limit(output_tok_s: float | None, ceiling_tok_s: float | None, fraction: float = CLIENT_LIMIT_FRACTION) -> tuple[bool | None, str]:
+def client_limit(
+    output_tok_s: float | None, ceiling_tok_s: float | None, fraction: float = CLIENT_LIMIT_FRACTION
+) -> tuple[bool | None, str]:
     """Whether the load generator, rather than the server, may have set a run's output tok/s.
 
     Args:
@@ -232,8 +246,10 @@ def client_limit(output_tok_s: float | None, ceiling_tok_s: float | None, fracti
         return None, "no output tok/s measured"
     limit = fraction * ceiling_tok_s
     if output_tok_s > limit:
-        return True, (f"output {output_tok_s:.0f} tok/s exceeds {fraction:g} x the client's ceiling of "
-                      f"{ceiling_tok_s:.0f} tok/s ({limit:.0f}): the client may be the limit")
+        return True, (
+            f"output {output_tok_s:.0f} tok/s exceeds {fraction:g} x the client's ceiling of "
+            f"{ceiling_tok_s:.0f} tok/s ({limit:.0f}): the client may be the limit"
+        )
     return False, ""
 
 
@@ -283,7 +299,9 @@ def execute_run(
     """
     known = {c.name: c for c in runs.configurations(config)}
     if configuration_name not in known:
-        raise ValueError(f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})")
+        raise ValueError(
+            f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})"
+        )
     configuration = known[configuration_name]
     pin = config.get("taskset") or {}
     cpus.check_pinning(pin, allowed_cpus)
@@ -291,7 +309,9 @@ def execute_run(
     if configuration.speculative and backend == "vllm":  # stop before any server starts
         check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
     retry = config["server"].get("retry") or {"attempts": 1, "adjust": {}}
-    boot.attempt_settings(config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {}))  # config errors now
+    boot.attempt_settings(
+        config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {})
+    )  # config errors now
     load, node = config["load"], config.get("node") or {}
     device = resolve_device(config.get("device", "auto"))
     records = corpora.read_jsonl(Path(corpus_path))
@@ -304,27 +324,62 @@ def execute_run(
     n_gpus = tp if device == "cuda" else 0
 
     record: dict[str, Any] = {
-        "model": model, "corpus": corpus, **runs.describe(configuration), "repeat": repeat,
+        "model": model,
+        "corpus": corpus,
+        **runs.describe(configuration),
+        "repeat": repeat,
         "device": device,
-        "workflow_commit": workflow_commit, **versions(),
-        "max_concurrency": load["max_concurrency"], "max_tokens": load["max_tokens"], "temperature": load["temperature"],
-        "seed": config["server"].get("seed", 0), "prompts_seed": config["prompts"]["seed"],
-        "config_hash": config_hash(config, configuration_name), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "server_backend": backend, "phase": phase,
+        "workflow_commit": workflow_commit,
+        **versions(),
+        "max_concurrency": load["max_concurrency"],
+        "max_tokens": load["max_tokens"],
+        "temperature": load["temperature"],
+        "seed": config["server"].get("seed", 0),
+        "prompts_seed": config["prompts"]["seed"],
+        "config_hash": config_hash(config, configuration_name),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "server_backend": backend,
+        "phase": phase,
     }
-    with ports.port_block(node.get("lock_dir"), node.get("port_range")) as block, \
-            cpus.allocated_slot(pin, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (slot_index, slot), \
-            gpus.allocated_gpus(n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))) as gpu_ids, \
-            tempfile.TemporaryDirectory() as tmp:
-        record.update(port=block.api, vllm_port=block.vllm_base, cuda_visible_devices=",".join(gpu_ids) if n_gpus else None,
-                      cpu_slot=slot_index, server_cpus=slot["server"], client_cpus=slot["client"])
+    with (
+        ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
+        cpus.allocated_slot(pin, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (slot_index, slot),
+        gpus.allocated_gpus(
+            n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))
+        ) as gpu_ids,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        record.update(
+            port=block.api,
+            vllm_port=block.vllm_base,
+            cuda_visible_devices=",".join(gpu_ids) if n_gpus else None,
+            cpu_slot=slot_index,
+            server_cpus=slot["server"],
+            client_cpus=slot["client"],
+        )
         history: list[str] = []
         attempt_log: list[dict[str, Any]] = []
         # attempts >= 1 (schema), so the first call always gives settings
         while (settings := boot.attempt_settings(config, retry, history)) is not None:
             attempt_config = {**boot.apply_settings(config, settings), "taskset": slot}  # the slot's CPU lists
-            outcome = _attempt(attempt_config, configuration, settings, model, model_path, records, block, gpu_ids if n_gpus else None,
-                               device, tp, backend, plugin_path, server_log, client_log, Path(tmp) / f"attempt{len(history) + 1}", record)
+            outcome = _attempt(
+                attempt_config,
+                configuration,
+                settings,
+                model,
+                model_path,
+                records,
+                block,
+                gpu_ids if n_gpus else None,
+                device,
+                tp,
+                backend,
+                plugin_path,
+                server_log,
+                client_log,
+                Path(tmp) / f"attempt{len(history) + 1}",
+                record,
+            )
             attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
             if outcome == "ok":
                 break
@@ -340,7 +395,9 @@ def execute_run(
     return record
 
 
-def wait_client(client: subprocess.Popen, server: subprocess.Popen, grace_s: float = CLIENT_GRACE_S, poll_s: float = 0.5) -> bool:
+def wait_client(
+    client: subprocess.Popen, server: subprocess.Popen, grace_s: float = CLIENT_GRACE_S, poll_s: float = 0.5
+) -> bool:
     """Wait for the benchmark client to finish; return whether the server is still alive then.
 
     When the server dies first, the client gets ``grace_s`` seconds to notice (its requests fail) and is
@@ -357,7 +414,9 @@ def wait_client(client: subprocess.Popen, server: subprocess.Popen, grace_s: flo
     return server.poll() is None
 
 
-def fake_server_command(port: int, configuration: runs.Configuration, server: dict[str, Any], cpus: str | None, python: str = sys.executable) -> list[str]:
+def fake_server_command(
+    port: int, configuration: runs.Configuration, server: dict[str, Any], cpus: str | None, python: str = sys.executable
+) -> list[str]:
     """Command line of the fake server (config ``server.backend: fake``): no model, streams on a fixed schedule.
 
     Tokens per chunk: 1 for van, ``1 + k // 4`` for speculative configurations (so a larger K is
@@ -368,34 +427,83 @@ def fake_server_command(port: int, configuration: runs.Configuration, server: di
     per_chunk = 1 + configuration.k // 4 if configuration.speculative else 1
     fake = server.get("fake") or {}
     cmd = ["taskset", "-c", cpus] if cpus else []
-    return cmd + [python, "-m", "kpadstudy.fake_server", "--port", str(port), "--tokens-per-chunk", str(per_chunk),
-                  "--chunk-gap-ms", str(fake.get("chunk_gap_ms", 20.0)), "--fail-requests", str(fake.get("fail_requests", 0)),
-                  "--metrics-text", fake.get("metrics_text", "")]
+    return cmd + [
+        python,
+        "-m",
+        "kpadstudy.fake_server",
+        "--port",
+        str(port),
+        "--tokens-per-chunk",
+        str(per_chunk),
+        "--chunk-gap-ms",
+        str(fake.get("chunk_gap_ms", 20.0)),
+        "--fail-requests",
+        str(fake.get("fail_requests", 0)),
+        "--metrics-text",
+        fake.get("metrics_text", ""),
+    ]
 
 
-def _attempt(config, configuration, settings, model, model_path, records, block, gpu_ids, device, tp, backend, plugin_path,
-             server_log: Path, client_log: Path, tmp: Path, record: dict[str, Any]) -> str:
+def _attempt(
+    config,
+    configuration,
+    settings,
+    model,
+    model_path,
+    records,
+    block,
+    gpu_ids,
+    device,
+    tp,
+    backend,
+    plugin_path,
+    server_log: Path,
+    client_log: Path,
+    tmp: Path,
+    record: dict[str, Any],
+) -> str:
     """One boot of the server and, once healthy, the measurement; fills ``record``.
 
     Returns ``"ok"`` when the server became healthy (whatever the measurement's status), else the boot
     failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``.
     """
     server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
-    if settings.get("gpu_memory_utilization") is not None and configuration.gpu_memory_utilization != settings["gpu_memory_utilization"]:
+    if (
+        settings.get("gpu_memory_utilization") is not None
+        and configuration.gpu_memory_utilization != settings["gpu_memory_utilization"]
+    ):
         configuration = dataclasses.replace(configuration, gpu_memory_utilization=settings["gpu_memory_utilization"])
     base_url = f"http://127.0.0.1:{block.api}"
     if backend == "fake":
         server_cmd = fake_server_command(block.api, configuration, server_cfg, pin.get("server"))
     else:
         server_cmd = runs.server_command(
-            model_path=model_path, served_model_name=model, port=block.api, configuration=configuration,
-            server=server_cfg, tensor_parallel_size=tp, device=device, cpus=pin.get("server"),
+            model_path=model_path,
+            served_model_name=model,
+            port=block.api,
+            configuration=configuration,
+            server=server_cfg,
+            tensor_parallel_size=tp,
+            device=device,
+            cpus=pin.get("server"),
         )
     tmp.mkdir(parents=True, exist_ok=True)
-    env = runs.server_env(dict(os.environ), configuration=configuration, server=server_cfg, device=device, plugin_path=plugin_path,
-                          vllm_port=block.vllm_base, cuda_visible_devices=gpu_ids, scratch_dir=str(tmp))
-    client_env = dict(os.environ, TMPDIR=str(tmp))  # its imports leave torch's cache folders in the run's scratch, not /tmp
-    client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else "")
+    env = runs.server_env(
+        dict(os.environ),
+        configuration=configuration,
+        server=server_cfg,
+        device=device,
+        plugin_path=plugin_path,
+        vllm_port=block.vllm_base,
+        cuda_visible_devices=gpu_ids,
+        scratch_dir=str(tmp),
+    )
+    client_env = dict(
+        os.environ, TMPDIR=str(tmp)
+    )  # its imports leave torch's cache folders in the run's scratch, not /tmp
+    client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (
+        ":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else ""
+    )
     record["server_command"] = " ".join(server_cmd)
     stats_dir = tmp / "kpad-stats"
     env["KPAD_STATS_DIR"] = str(stats_dir)
@@ -404,14 +512,29 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
     for split in ("warmup", "measured"):
         files[split] = tmp / f"{split}.jsonl"
         files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
-    client_cmd = runs.bench_command(
-        base_url=base_url, served_model_name=model, tokenizer=model_path, dataset_path=str(files["measured"]),
-        num_prompts=files["measured_n"], load=load, seed=server_cfg.get("seed", 0),
-        result_dir=str(tmp), result_filename="bench.json", cpus=pin.get("client"),
-    ) + runs.warmup_args(str(files["warmup"]), files["warmup_n"]) + [
-        "--snapshot-out", str(snapshot), "--stats-dir", str(stats_dir),
-        "--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30),
-    ]
+    client_cmd = (
+        runs.bench_command(
+            base_url=base_url,
+            served_model_name=model,
+            tokenizer=model_path,
+            dataset_path=str(files["measured"]),
+            num_prompts=files["measured_n"],
+            load=load,
+            seed=server_cfg.get("seed", 0),
+            result_dir=str(tmp),
+            result_filename="bench.json",
+            cpus=pin.get("client"),
+        )
+        + runs.warmup_args(str(files["warmup"]), files["warmup_n"])
+        + [
+            "--snapshot-out",
+            str(snapshot),
+            "--stats-dir",
+            str(stats_dir),
+            "--wait-healthy-s",
+            str(float(server_cfg["boot_timeout_s"]) + 30),
+        ]
+    )
     record["client_command"] = " ".join(client_cmd)
     record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
     log_start = server_log.stat().st_size if server_log.exists() else 0
@@ -422,8 +545,13 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
     try:
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
         with stage("client start"), open(client_log, "ab") as clog:
-            client = subprocess.Popen(client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True)
-        with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (proc, boot_s):
+            client = subprocess.Popen(
+                client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (
+            proc,
+            boot_s,
+        ):
             record["boot_s"] = round(boot_s, 2)
             with stage("measurement"):
                 alive = wait_client(client, proc)
@@ -441,22 +569,35 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
                 after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
         record["client_returncode"] = client.returncode
         with stage("warm-up"):
-            snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}, "warmup": None}
+            snap = (
+                json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}, "warmup": None}
+            )
         with stage("measurement"):
             result_file = tmp / "bench.json"
             bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
-            failure = "" if bench_json else client_failure(client.returncode, client_log.read_text(errors="replace"), snapshot.exists())
+            failure = (
+                ""
+                if bench_json
+                else client_failure(client.returncode, client_log.read_text(errors="replace"), snapshot.exists())
+            )
         with stage("metrics"):
             before, after = metrics.parse_counters(snap["metrics"]), metrics.parse_counters(after_text)
             before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
-        record["accepted_per_position"] = [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)]
+        record["accepted_per_position"] = [
+            a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)
+        ]
         plugin_ok = (not configuration.pad) or backend == "fake" or _plugin_active(server_log)
-        record["status"], record["reason"] = classify(bench_json, files["measured_n"], alive, plugin_ok, failure, snap.get("warmup"))
+        record["status"], record["reason"] = classify(
+            bench_json, files["measured_n"], alive, plugin_ok, failure, snap.get("warmup")
+        )
         if bench_json:
             record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
             record.update(metrics.itl_per_token(bench_json))
         record["client_limited"], record["client_limited_reason"] = client_limit(
-            record.get("output_tok_s"), load.get("client_ceiling_tok_s"), load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION))
+            record.get("output_tok_s"),
+            load.get("client_ceiling_tok_s"),
+            load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION),
+        )
         delta = metrics.counter_delta(before, after)
         record.update({k: delta.get(k) for k in metrics.COUNTERS})
         record.update(metrics.speculation_measures(delta))
@@ -469,7 +610,11 @@ def _attempt(config, configuration, settings, model, model_path, records, block,
             f.seek(log_start)
             text = f.read().decode("utf-8", errors="replace")
         reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout", err.error)
-        record["status"], record["reason"], record["boot_failure"] = "boot_failed", f"{reason}: {evidence} ({err})", reason
+        record["status"], record["reason"], record["boot_failure"] = (
+            "boot_failed",
+            f"{reason}: {evidence} ({err})",
+            reason,
+        )
         return reason
     except StageError as err:  # the server booted (or the client could not start): a measurement that cannot be trusted
         record["status"], record["reason"] = "invalid", str(err)
@@ -495,6 +640,7 @@ def resolved_settings(log_text: str) -> dict[str, Any]:
         ``model_runner`` (``v2`` when vLLM says "Using V2 Model Runner", else ``v1``). A value the log
         does not show is None. The last occurrence wins (the engine process logs after the API server).
     """
+
     def last(pattern: str) -> str | None:
         found = re.findall(pattern, log_text)
         return found[-1] if found else None

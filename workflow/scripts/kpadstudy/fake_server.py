@@ -78,8 +78,13 @@ def _event(model: str, delta_json: str, finish: str | None) -> bytes:
     """One SSE event of a chat chunk (UTF-8, non-ASCII characters unescaped, as vLLM's pydantic JSON)."""
     finish_json = json.dumps(finish)
     body = (
-        '{"id":"chatcmpl-fake","object":"chat.completion.chunk","created":0,"model":' + json.dumps(model, ensure_ascii=False)
-        + ',"choices":[{"index":0,"delta":' + delta_json + ',"logprobs":null,"finish_reason":' + finish_json + "}]}"
+        '{"id":"chatcmpl-fake","object":"chat.completion.chunk","created":0,"model":'
+        + json.dumps(model, ensure_ascii=False)
+        + ',"choices":[{"index":0,"delta":'
+        + delta_json
+        + ',"logprobs":null,"finish_reason":'
+        + finish_json
+        + "}]}"
     )
     return ("data: " + body + "\n\n").encode("utf-8")
 
@@ -140,12 +145,30 @@ class FakeServer:
             text = "".join(texts[(sent + i) % len(texts)] for i in range(size))
             sent += size
             finish = "length" if j == len(sizes) - 1 else None
-            await self._write(resp, _event(model, json.dumps({"content": text}, ensure_ascii=False, separators=(",", ":")), finish))
+            await self._write(
+                resp, _event(model, json.dumps({"content": text}, ensure_ascii=False, separators=(",", ":")), finish)
+            )
         if (body.get("stream_options") or {}).get("include_usage"):
             n_prompt = len(prompt_text(body).split())
             usage = {"prompt_tokens": n_prompt, "completion_tokens": sent, "total_tokens": n_prompt + sent}
-            await self._write(resp, ("data: " + json.dumps({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                                                           "model": model, "choices": [], "usage": usage}, separators=(",", ":")) + "\n\n").encode())
+            await self._write(
+                resp,
+                (
+                    "data: "
+                    + json.dumps(
+                        {
+                            "id": "chatcmpl-fake",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": model,
+                            "choices": [],
+                            "usage": usage,
+                        },
+                        separators=(",", ":"),
+                    )
+                    + "\n\n"
+                ).encode(),
+            )
         await self._write(resp, b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
@@ -155,7 +178,7 @@ class FakeServer:
         if cut >= 0:
             await resp.write(data[: cut + 1])
             await asyncio.sleep(self.schedule.split_pause_s)
-            data = data[cut + 1:]
+            data = data[cut + 1 :]
         await resp.write(data)
 
 
@@ -200,12 +223,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tokens-per-chunk", type=int, default=3)
-    p.add_argument("--chunk-gap-ms", type=float, default=0.0, help="milliseconds between content chunks (0 = as fast as possible)")
-    p.add_argument("--fail-requests", type=int, default=0, help="fault injection: answer the first N chat requests with HTTP 500")
+    p.add_argument(
+        "--chunk-gap-ms", type=float, default=0.0, help="milliseconds between content chunks (0 = as fast as possible)"
+    )
+    p.add_argument(
+        "--fail-requests", type=int, default=0, help="fault injection: answer the first N chat requests with HTTP 500"
+    )
     p.add_argument("--metrics-text", default="", help="fault injection: what GET /metrics answers (default: empty)")
     a = p.parse_args(argv)
-    server = FakeServer(Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000),
-                        fail_requests=a.fail_requests, metrics_text=a.metrics_text)
+    server = FakeServer(
+        Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000),
+        fail_requests=a.fail_requests,
+        metrics_text=a.metrics_text,
+    )
     try:  # uvloop (installed with vLLM) makes the server cheaper, so that the client is the one measured
         import uvloop
 

@@ -41,8 +41,19 @@ def best_k_heatmap(best: pd.DataFrame, note: str = "") -> plt.Figure:
     width = max(6.0, 3.0 + 1.9 * len(k_table.columns))
     fig, ax = plt.subplots(figsize=(width, 2.2 + 0.7 * len(k_table.index)))
     cmap = sns.color_palette("viridis", max(len(ks), 1))
-    sns.heatmap(idx.astype(float), annot=annot.values, fmt="", cmap=cmap, cbar=bool(ks), vmin=-0.5, vmax=len(ks) - 0.5,
-                linewidths=0.5, linecolor="white", ax=ax, annot_kws={"fontsize": 8})
+    sns.heatmap(
+        idx.astype(float),
+        annot=annot.values,
+        fmt="",
+        cmap=cmap,
+        cbar=bool(ks),
+        vmin=-0.5,
+        vmax=len(ks) - 0.5,
+        linewidths=0.5,
+        linecolor="white",
+        ax=ax,
+        annot_kws={"fontsize": 8},
+    )
     # seaborn masks NaN cells and skips their annotation: mark them ourselves
     for i, m in enumerate(k_table.index):
         for j, c in enumerate(k_table.columns):
@@ -72,8 +83,13 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
     if d.empty:
         fig, ax = plt.subplots(figsize=(6.0, 2.0))
         ax.axis("off")
-        ax.text(0.5, 0.5, f"no cells for corpus {corpus!r} in these data\n(corpora: {', '.join(sorted(best['corpus'].unique()))})",
-                ha="center", va="center")
+        ax.text(
+            0.5,
+            0.5,
+            f"no cells for corpus {corpus!r} in these data\n(corpora: {', '.join(sorted(best['corpus'].unique()))})",
+            ha="center",
+            va="center",
+        )
         return fig
     gain = (d["bestkpad_over_suf"] - 1.0) * 100.0
     width = max(6.0, 1.1 * len(d) + 2)
@@ -82,7 +98,13 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
     ax.bar(d["model"], gain.fillna(0), color=colors)
     for i, (g, k) in enumerate(zip(gain, d["best_k"])):
         label = "no valid run" if pd.isna(g) else f"{g:+.1f}% (K{k})"
-        ax.annotate(label, (i, 0 if pd.isna(g) else g), ha="center", va="bottom" if (pd.isna(g) or g >= 0) else "top", fontsize=8)
+        ax.annotate(
+            label,
+            (i, 0 if pd.isna(g) else g),
+            ha="center",
+            va="bottom" if (pd.isna(g) or g >= 0) else "top",
+            fontsize=8,
+        )
     ax.axhline(0, color="black", linewidth=0.8)
     ax.margins(y=0.15)
     ax.set_ylabel("bestKpad over suf (%)")
@@ -134,16 +156,24 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
                 ax.plot(ok["k"].astype(int), ok["output_tok_s_median"], marker="o", color=colors[corpus], label=corpus)
         ax.set_ylim(bottom=0)
         for _, r in d[d["output_tok_s_median"].isna()].iterrows():
-            _failed_mark(ax, int(r["k"]), 0, failure_label(d[(d["corpus"] == r["corpus"]) & (d["k"] == r["k"])]) + f" ({r['corpus']})", colors[r["corpus"]])
+            _failed_mark(
+                ax,
+                int(r["k"]),
+                0,
+                failure_label(d[(d["corpus"] == r["corpus"]) & (d["k"] == r["k"])]) + f" ({r['corpus']})",
+                colors[r["corpus"]],
+            )
         ax.set_title(model, fontsize=9)
         ax.set_xticks(sorted(kp["k"].dropna().astype(int).unique()))
         ax.set_xlabel("K (kpad)", fontsize=8)
         ax.set_ylabel("output tok/s (median)", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(models):]:
+    for ax in list(axes.flat)[len(models) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, title="corpus", title_fontsize=8)
+    fig.legend(
+        handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, title="corpus", title_fontsize=8
+    )
     wrapped = textwrap.fill(note, width=max(30, int(3.6 * ncol * 11))) if note else ""
     fig.suptitle("K-sweep: median output tok/s per kpad K" + (f"\n{wrapped}" if wrapped else ""), fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
@@ -174,7 +204,11 @@ def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -
     models = sorted(best.index)
     width = max(6.0, 1.2 * len(models) + 2)
     fig, ax = plt.subplots(figsize=(width, 4.4))
-    series = [("van", "van_tok_s", "0.6", "van"), ("suf", "suf_tok_s", "tab:blue", "suf"), ("bestKpad", "best_kpad_tok_s", "tab:orange", "kpad")]
+    series = [
+        ("van", "van_tok_s", "0.6", "van"),
+        ("suf", "suf_tok_s", "tab:blue", "suf"),
+        ("bestKpad", "best_kpad_tok_s", "tab:orange", "kpad"),
+    ]
     for j, (label, col, color, method) in enumerate(series):
         for i, m in enumerate(models):
             x = i + (j - 1) * 0.27
@@ -188,7 +222,13 @@ def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -
             ratio = v / van
             ax.bar(x, ratio, width=0.25, color=color, label=label if i == 0 else None)
             k = best.loc[m, "best_k"]
-            ax.annotate(f"x{ratio:.2f}" + (f"\nK{int(k)}" if label == "bestKpad" and pd.notna(k) else ""), (x, ratio), ha="center", va="bottom", fontsize=7)
+            ax.annotate(
+                f"x{ratio:.2f}" + (f"\nK{int(k)}" if label == "bestKpad" and pd.notna(k) else ""),
+                (x, ratio),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(models)))
     ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
@@ -221,19 +261,54 @@ def ours_vs_published(table: pd.DataFrame, note: str = "") -> plt.Figure:
             p = t.iloc[0]
             med, lo, hi = p[f"published_{ratio}"], p[f"published_{ratio}_min"], p[f"published_{ratio}_max"]
             if pd.isna(med):
-                ax.annotate("not published", (i - 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.4")
+                ax.annotate(
+                    "not published", (i - 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.4"
+                )
             else:
-                ax.vlines(i - 0.15, lo, hi, color="0.7", linewidth=6, label="published (min-max)" if i == 0 or "published (min-max)" not in ax.get_legend_handles_labels()[1] else None)
-                ax.plot([i - 0.15], [med], marker="_", markersize=14, color="black", linestyle="none",
-                        label="published (median)" if "published (median)" not in ax.get_legend_handles_labels()[1] else None)
+                ax.vlines(
+                    i - 0.15,
+                    lo,
+                    hi,
+                    color="0.7",
+                    linewidth=6,
+                    label="published (min-max)"
+                    if i == 0 or "published (min-max)" not in ax.get_legend_handles_labels()[1]
+                    else None,
+                )
+                ax.plot(
+                    [i - 0.15],
+                    [med],
+                    marker="_",
+                    markersize=14,
+                    color="black",
+                    linestyle="none",
+                    label="published (median)"
+                    if "published (median)" not in ax.get_legend_handles_labels()[1]
+                    else None,
+                )
             for _, o in t.iterrows():
                 if pd.isna(o[ratio]):
-                    ax.annotate("no valid run", (i + 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
+                    ax.annotate(
+                        "no valid run", (i + 0.15, 1.0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.3"
+                    )
                     continue
                 lab = f"ours: {o['model']} ({o['device']})"
-                ax.plot([i + 0.15], [o[ratio]], marker="o", color="tab:red" if o["device"] == "cpu" else "tab:green", linestyle="none",
-                        label=lab if lab not in ax.get_legend_handles_labels()[1] else None)
-                ax.annotate(f"{o[ratio]:.2f}", (i + 0.15, o[ratio]), textcoords="offset points", xytext=(6, 0), fontsize=7, va="center")
+                ax.plot(
+                    [i + 0.15],
+                    [o[ratio]],
+                    marker="o",
+                    color="tab:red" if o["device"] == "cpu" else "tab:green",
+                    linestyle="none",
+                    label=lab if lab not in ax.get_legend_handles_labels()[1] else None,
+                )
+                ax.annotate(
+                    f"{o[ratio]:.2f}",
+                    (i + 0.15, o[ratio]),
+                    textcoords="offset points",
+                    xytext=(6, 0),
+                    fontsize=7,
+                    va="center",
+                )
         ax.axhline(1.0, color="black", linewidth=0.6, linestyle=":")
         ax.set_xticks(range(len(corpora)))
         ax.set_xticklabels(corpora, fontsize=8)
@@ -243,7 +318,11 @@ def ours_vs_published(table: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.set_title(label, fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
     wrapped = textwrap.fill(note, width=max(30, int(fig.get_figwidth() * 11))) if note else ""
-    fig.suptitle("Ours vs published: ratios of median output tok/s (absolute tok/s never compared)" + (f"\n{wrapped}" if wrapped else ""), fontsize=9)
+    fig.suptitle(
+        "Ours vs published: ratios of median output tok/s (absolute tok/s never compared)"
+        + (f"\n{wrapped}" if wrapped else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -268,10 +347,25 @@ def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
     colors = dict(zip(datasets, sns.color_palette("tab10", max(1, len(datasets)))))
     ok = t[t["predicted_speedup"].notna() & t["measured_speedup"].notna()]
     for (ds, src), g in ok.groupby(["dataset", "r_from"]):
-        ax.scatter(g["predicted_speedup"], g["measured_speedup"], color=colors[ds], marker="o" if src == "engine steps" else "^", label=f"{ds} (R from {src})")
+        ax.scatter(
+            g["predicted_speedup"],
+            g["measured_speedup"],
+            color=colors[ds],
+            marker="o" if src == "engine steps" else "^",
+            label=f"{ds} (R from {src})",
+        )
         for _, r in g.iterrows():
-            ax.annotate(f"{r['configuration']} {r['corpus']}", (r["predicted_speedup"], r["measured_speedup"]), textcoords="offset points", xytext=(4, 3), fontsize=6)
-    lim = [0.0, max(1.6, float(np.nanmax(ok[["predicted_speedup", "measured_speedup"]].values)) * 1.1 if len(ok) else 1.6)]
+            ax.annotate(
+                f"{r['configuration']} {r['corpus']}",
+                (r["predicted_speedup"], r["measured_speedup"]),
+                textcoords="offset points",
+                xytext=(4, 3),
+                fontsize=6,
+            )
+    lim = [
+        0.0,
+        max(1.6, float(np.nanmax(ok[["predicted_speedup", "measured_speedup"]].values)) * 1.1 if len(ok) else 1.6),
+    ]
     ax.plot(lim, lim, color="0.5", linestyle="--", linewidth=0.8)
     ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
     ax.axvline(1.0, color="black", linewidth=0.5, linestyle=":")
@@ -281,7 +375,13 @@ def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
     ax.set_ylabel("measured speed-up (output tok/s / van's)")
     missing = t[t["predicted_speedup"].isna() | t["measured_speedup"].isna()]
     if len(missing):
-        ax.text(0.01, -0.14, "no valid run: " + ", ".join(f"{r['configuration']} {r['corpus']}" for _, r in missing.iterrows()), transform=ax.transAxes, fontsize=7)
+        ax.text(
+            0.01,
+            -0.14,
+            "no valid run: " + ", ".join(f"{r['configuration']} {r['corpus']}" for _, r in missing.iterrows()),
+            transform=ax.transAxes,
+            fontsize=7,
+        )
     if len(ok):
         ax.legend(fontsize=7, loc="upper left")
     _title(ax, "K-bar > R? predicted vs measured speed-up over van", note, 6.8)

@@ -44,11 +44,17 @@ def visible_gpus(configured: int | list | None = None, env: dict[str, str] | Non
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))] if out.returncode == 0 else []
+    return (
+        [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
+        if out.returncode == 0
+        else []
+    )
 
 
 @contextlib.contextmanager
-def allocated_gpus(n: int, visible: list[str], directory: str | None = None, timeout_s: float = 3600.0, poll_s: float = 2.0) -> Iterator[list[str]]:
+def allocated_gpus(
+    n: int, visible: list[str], directory: str | None = None, timeout_s: float = 3600.0, poll_s: float = 2.0
+) -> Iterator[list[str]]:
     """Hold ``n`` of the ``visible`` GPUs for the ``with`` block; yields their indices (lowest free first).
 
     ``n == 0`` yields ``[]`` at once (a CPU run).
@@ -83,7 +89,9 @@ def allocated_gpus(n: int, visible: list[str], directory: str | None = None, tim
         if taken:
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{n} GPUs not free within {timeout_s:.0f} s: busy {busy} of {visible} (locks under {d})")
+            raise TimeoutError(
+                f"{n} GPUs not free within {timeout_s:.0f} s: busy {busy} of {visible} (locks under {d})"
+            )
         time.sleep(poll_s)
     try:
         yield [gpu for gpu, _ in taken]

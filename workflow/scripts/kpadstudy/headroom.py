@@ -24,8 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import runs
-from . import ports
+from . import ports, runs
 from .server import poll_healthy
 
 REFERENCE_TOK_S = 33_530.0  # output tok/s of the study's top cell
@@ -72,15 +71,25 @@ def cpu_pinning() -> tuple[str | None, str | None]:
     return str(cpus[0]), str(cpus[1])
 
 
-def client_command(*, base_url: str, workdir: Path, n_measured: int, n_warmup: int, load: dict[str, Any], cpus: str | None) -> list[str]:
+def client_command(
+    *, base_url: str, workdir: Path, n_measured: int, n_warmup: int, load: dict[str, Any], cpus: str | None
+) -> list[str]:
     """The pipeline's client command (``runs.bench_command`` + ``runs.warmup_args``, as ``execute`` builds it),
     against ``base_url``, with its prompt files and tokenizer in ``workdir`` and its result in ``workdir/bench.json``."""
     measured = write_prompt_file(workdir / "measured.jsonl", prompts(n_measured, "measured"))
     warm = write_prompt_file(workdir / "warmup.jsonl", prompts(n_warmup, "warmup"))
     tokenizer = write_tokenizer(workdir / "tokenizer")
     cmd = runs.bench_command(
-        base_url=base_url, served_model_name="fake", tokenizer=str(tokenizer), dataset_path=str(measured),
-        num_prompts=n_measured, load=load, seed=0, result_dir=str(workdir), result_filename="bench.json", cpus=cpus,
+        base_url=base_url,
+        served_model_name="fake",
+        tokenizer=str(tokenizer),
+        dataset_path=str(measured),
+        num_prompts=n_measured,
+        load=load,
+        seed=0,
+        result_dir=str(workdir),
+        result_filename="bench.json",
+        cpus=cpus,
     )
     return cmd + runs.warmup_args(str(warm), n_warmup)
 
@@ -99,7 +108,9 @@ def run_client(cmd: list[str], workdir: Path, log: Path | None = None) -> dict[s
         log.write_text(out.stdout + out.stderr)
     result = workdir / "bench.json"
     if out.returncode != 0 or not result.exists():
-        raise RuntimeError(f"client failed (exit {out.returncode}): {' '.join(cmd)}\n{(out.stdout + out.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"client failed (exit {out.returncode}): {' '.join(cmd)}\n{(out.stdout + out.stderr)[-3000:]}"
+        )
     return json.loads(result.read_text())
 
 
@@ -109,8 +120,17 @@ def wait_healthy(base_url: str, timeout_s: float = 30.0) -> None:
         raise TimeoutError(f"fake server at {base_url} not healthy after {timeout_s} s")
 
 
-def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency: int, tokens_per_chunk: int,
-            client_cpus: str | None, server_cpus: str | None, workdir: Path) -> dict[str, Any]:
+def measure(
+    *,
+    n_measured: int,
+    n_warmup: int,
+    max_tokens: int,
+    max_concurrency: int,
+    tokens_per_chunk: int,
+    client_cpus: str | None,
+    server_cpus: str | None,
+    workdir: Path,
+) -> dict[str, Any]:
     """Start the fake server (its own process, pinned to ``server_cpus``), run the client (pinned to
     ``client_cpus``) against it, stop the server.
 
@@ -123,9 +143,18 @@ def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency:
     with ports.port_block() as block:  # a locked port outside the kernel's ephemeral range (kpadstudy.ports)
         base_url = f"http://127.0.0.1:{block.api}"
         server_cmd = (["taskset", "-c", server_cpus] if server_cpus else []) + [
-            sys.executable, "-m", "kpadstudy.fake_server", "--port", str(block.api), "--tokens-per-chunk", str(tokens_per_chunk)]
+            sys.executable,
+            "-m",
+            "kpadstudy.fake_server",
+            "--port",
+            str(block.api),
+            "--tokens-per-chunk",
+            str(tokens_per_chunk),
+        ]
         load = {"max_tokens": max_tokens, "max_concurrency": max_concurrency, "temperature": 0}
-        cmd = client_command(base_url=base_url, workdir=workdir, n_measured=n_measured, n_warmup=n_warmup, load=load, cpus=client_cpus)
+        cmd = client_command(
+            base_url=base_url, workdir=workdir, n_measured=n_measured, n_warmup=n_warmup, load=load, cpus=client_cpus
+        )
         server = subprocess.Popen(server_cmd, env=client_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_healthy(base_url)
@@ -136,9 +165,14 @@ def measure(*, n_measured: int, n_warmup: int, max_tokens: int, max_concurrency:
             server.terminate()
             server.wait(30)
     return {
-        "output_tok_s": bench["output_throughput"], "completed": bench["completed"], "failed": bench["failed"],
-        "output_tokens": bench["total_output_tokens"], "duration_s": bench["duration"], "server_cpu_s": server_cpu_s,
-        "client_command": " ".join(cmd), "server_command": " ".join(server_cmd),
+        "output_tok_s": bench["output_throughput"],
+        "completed": bench["completed"],
+        "failed": bench["failed"],
+        "output_tokens": bench["total_output_tokens"],
+        "duration_s": bench["duration"],
+        "server_cpu_s": server_cpu_s,
+        "client_command": " ".join(cmd),
+        "server_command": " ".join(server_cmd),
     }
 
 
@@ -170,9 +204,12 @@ def report(result: dict[str, Any], settings: dict[str, Any]) -> list[str]:
             return "-"
 
     ratio = headroom_ratio(result["output_tok_s"])
-    verdict = (f"OK: at least {TARGET_RATIO:g}x the study's top cell" if ratio >= TARGET_RATIO else
-               f"BELOW TARGET ({TARGET_RATIO:g}x): set load.client_ceiling_tok_s: {result['output_tok_s']:.0f} "
-               "in the config so runs near this ceiling are flagged client_limited")
+    verdict = (
+        f"OK: at least {TARGET_RATIO:g}x the study's top cell"
+        if ratio >= TARGET_RATIO
+        else f"BELOW TARGET ({TARGET_RATIO:g}x): set load.client_ceiling_tok_s: {result['output_tok_s']:.0f} "
+        "in the config so runs near this ceiling are flagged client_limited"
+    )
     return [
         f"client command: {result['client_command']}",
         f"fake server:    {result['server_command']}",
@@ -205,8 +242,13 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     client_cpus, server_cpus = cpu_pinning()
     settings = {
-        "n_measured": a.prompts, "n_warmup": a.warmup_prompts, "max_tokens": a.max_tokens, "max_concurrency": a.max_concurrency,
-        "tokens_per_chunk": a.tokens_per_chunk, "client_cpus": a.client_cpus or client_cpus, "server_cpus": a.server_cpus or server_cpus,
+        "n_measured": a.prompts,
+        "n_warmup": a.warmup_prompts,
+        "max_tokens": a.max_tokens,
+        "max_concurrency": a.max_concurrency,
+        "tokens_per_chunk": a.tokens_per_chunk,
+        "client_cpus": a.client_cpus or client_cpus,
+        "server_cpus": a.server_cpus or server_cpus,
     }
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(workdir=Path(tmp), **settings)

@@ -26,7 +26,9 @@ def packaged_file(package: str, filename: str) -> Path:
         candidate = Path(root) / filename
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(f"package {package!r} has no file {filename!r} (looked in {list(spec.submodule_search_locations)})")
+    raise FileNotFoundError(
+        f"package {package!r} has no file {filename!r} (looked in {list(spec.submodule_search_locations)})"
+    )
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Path:
@@ -56,7 +58,9 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Pat
     # Tied embeddings: lm_head is not stored separately in the GGUF.
     missing = [m for m in missing if not (m == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
-        raise ValueError(f"{gguf_path}: tensors do not match {type(model).__name__}: missing {missing}, unexpected {unexpected}")
+        raise ValueError(
+            f"{gguf_path}: tensors do not match {type(model).__name__}: missing {missing}, unexpected {unexpected}"
+        )
     model.to(getattr(torch, dtype)).save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(out_dir)
     log.info("converted %s -> %s (%s)", gguf_path, out_dir, dtype)
@@ -64,8 +68,16 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Pat
 
 
 TOKENIZER_PATTERNS = [
-    "tokenizer*", "special_tokens_map.json", "added_tokens.json", "chat_template*", "*.jinja", "*.tiktoken",
-    "vocab*", "merges.txt", "config.json", "generation_config.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template*",
+    "*.jinja",
+    "*.tiktoken",
+    "vocab*",
+    "merges.txt",
+    "config.json",
+    "generation_config.json",
 ]
 """What the ``tokenizer`` rule downloads (``snapshot_download`` allow_patterns, matched from the repo root):
 tokenizer files, chat templates and the small configs ``AutoTokenizer`` reads; never weights."""
@@ -121,7 +133,10 @@ def link_local(path: Path, out_dir: Path, tokenizer_only: bool = False) -> Path:
     if tokenizer_only:
         out_dir.mkdir(parents=True, exist_ok=True)
         for f in path.iterdir():
-            if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")) or f.name in ("config.json", "generation_config.json"):
+            if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "vocab", "merges")) or f.name in (
+                "config.json",
+                "generation_config.json",
+            ):
                 shutil.copy(f, out_dir / f.name)
     else:
         out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,9 @@ def dir_size_gb(path: str) -> float | None:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e9
 
 
-def model_size(name: str, spec: dict[str, Any], hub: Callable[[str, str | None], float | None] = hub_size_gb) -> tuple[float | None, str]:
+def model_size(
+    name: str, spec: dict[str, Any], hub: Callable[[str, str | None], float | None] = hub_size_gb
+) -> tuple[float | None, str]:
     """``(GB, where from)``: config ``size_gb``, else the Hub (source hf), the directory (source local), else unknown."""
     if spec.get("size_gb") is not None:
         return float(spec["size_gb"]), "config size_gb"
@@ -56,7 +58,9 @@ def model_size(name: str, spec: dict[str, Any], hub: Callable[[str, str | None],
     return None, "unknown (converted from a packaged GGUF)"
 
 
-def plan(config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str, str | None], float | None] = hub_size_gb) -> dict[str, Any]:
+def plan(
+    config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str, str | None], float | None] = hub_size_gb
+) -> dict[str, Any]:
     """The plan of a resolved config.
 
     Args:
@@ -76,7 +80,11 @@ def plan(config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str
     n_prompts = int(config["prompts"]["measured"]) + int(config["prompts"]["warmup"])
     run_s = float(p["boot_s"]) + n_prompts / float(p["requests_per_s"])
     confirm = config.get("confirm") or {"enabled": False}
-    n_confirm_cfg = (sum(c.name in ("van", "suf") for c in configs) + 1) if confirm["enabled"] and any(c.method == "kpad" for c in configs) else 0
+    n_confirm_cfg = (
+        (sum(c.name in ("van", "suf") for c in configs) + 1)
+        if confirm["enabled"] and any(c.method == "kpad" for c in configs)
+        else 0
+    )
     models, gpu_s, serial_s = [], 0.0, 0.0
     for name, spec in config["models"].items():
         tp = int(spec.get("tensor_parallel_size", 1))
@@ -84,8 +92,17 @@ def plan(config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str
         size, where = model_size(name, spec, hub)
         n_runs = len(measured_corpora) * n_cfg * repeats
         n_conf = len(measured_corpora) * n_confirm_cfg * int(confirm.get("repeats", 0)) if n_confirm_cfg else 0
-        models.append({"name": name, "tensor_parallel_size": tp, "gpus_per_run": gpus, "size_gb": size, "size_from": where,
-                       "runs": n_runs, "confirm_runs": n_conf})
+        models.append(
+            {
+                "name": name,
+                "tensor_parallel_size": tp,
+                "gpus_per_run": gpus,
+                "size_gb": size,
+                "size_from": where,
+                "runs": n_runs,
+                "confirm_runs": n_conf,
+            }
+        )
         gpu_s += (n_runs + n_conf) * run_s * gpus
         serial_s += (n_runs + n_conf) * run_s
     total_runs = sum(m["runs"] for m in models)
@@ -95,30 +112,56 @@ def plan(config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str
     assumptions = [
         f"one run = boot {p['boot_s']:g} s + {n_prompts} prompts ({config['prompts']['warmup']} warm-up + {config['prompts']['measured']} measured) "
         f"/ {p['requests_per_s']:g} requests/s = {run_s:,.0f} s (config plan.boot_s, plan.requests_per_s)",
-        ("device cpu: runs one after another" if device == "cpu" else
-         f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): wall time = GPU-seconds / {p['gpus']}"),
+        (
+            "device cpu: runs one after another"
+            if device == "cpu"
+            else f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): wall time = GPU-seconds / {p['gpus']}"
+        ),
         "model downloads, corpus building and equivalence checks are not counted",
     ]
-    return {"models": models, "runs": total_runs, "confirm_runs": confirm_runs, "boots": total_runs + confirm_runs,
-            "disk_gb": None if any(s is None for s in sizes) else sum(sizes), "disk_known_gb": sum(s for s in sizes if s is not None),
-            "gpu_s": gpu_s, "wall_s": wall_s, "run_s": run_s, "assumptions": assumptions}
+    return {
+        "models": models,
+        "runs": total_runs,
+        "confirm_runs": confirm_runs,
+        "boots": total_runs + confirm_runs,
+        "disk_gb": None if any(s is None for s in sizes) else sum(sizes),
+        "disk_known_gb": sum(s for s in sizes if s is not None),
+        "gpu_s": gpu_s,
+        "wall_s": wall_s,
+        "run_s": run_s,
+        "assumptions": assumptions,
+    }
 
 
 def to_markdown(pl: dict[str, Any]) -> str:
     """The plan as a markdown page (what ``snakemake plan`` prints)."""
+
     def gb(v):
         return "unknown" if v is None else f"{v:,.1f}"
-    lines = ["# Plan", "", "| model | GPUs per run | runs | confirmation runs | disk (GB) | size from |", "| --- | --- | --- | --- | --- | --- |"]
+
+    lines = [
+        "# Plan",
+        "",
+        "| model | GPUs per run | runs | confirmation runs | disk (GB) | size from |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for m in pl["models"]:
-        lines.append(f"| {m['name']} | {m['gpus_per_run']} | {m['runs']} | {m['confirm_runs']} | {gb(m['size_gb'])} | {m['size_from']} |")
+        lines.append(
+            f"| {m['name']} | {m['gpus_per_run']} | {m['runs']} | {m['confirm_runs']} | {gb(m['size_gb'])} | {m['size_from']} |"
+        )
     unknown = sum(m["size_gb"] is None for m in pl["models"])
     if pl["disk_gb"] is not None:
         disk = f"{pl['disk_gb']:,.1f} GB"
     else:
         disk = f"unknown: {unknown} of {len(pl['models'])} model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take {pl['disk_known_gb']:,.1f} GB"
-    lines += ["", f"- server boots: {pl['boots']:,} ({pl['runs']:,} sweep runs + {pl['confirm_runs']:,} confirmation runs)",
-              f"- disk for the models: {disk}",
-              f"- GPU time: {pl['gpu_s'] / 3600:,.1f} GPU-hours",
-              f"- wall time: about {pl['wall_s'] / 3600:,.1f} h", "", "Assumptions:"]
+    lines += [
+        "",
+        f"- server boots: {pl['boots']:,} ({pl['runs']:,} sweep runs + {pl['confirm_runs']:,} confirmation runs)",
+        f"- disk for the models: {disk}",
+        f"- GPU time: {pl['gpu_s'] / 3600:,.1f} GPU-hours",
+        f"- wall time: about {pl['wall_s'] / 3600:,.1f} h",
+        "",
+        "Assumptions:",
+    ]
     lines += [f"- {a}" for a in pl["assumptions"]]
     return "\n".join(lines) + "\n"

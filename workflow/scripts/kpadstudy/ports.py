@@ -121,7 +121,9 @@ def port_block(
     firsts = usable_blocks((lo, hi), eph, size)
     where = f"node.port_range {lo}-{hi} outside the kernel's ephemeral ports {eph[0]}-{eph[1]} ({EPHEMERAL_FILE})"
     if not firsts:
-        raise RuntimeError(f"no block of {size} ports fits in {where}: widen node.port_range below {eph[0]} or above {eph[1]}")
+        raise RuntimeError(
+            f"no block of {size} ports fits in {where}: widen node.port_range below {eph[0]} or above {eph[1]}"
+        )
     d = lock_dir(directory)
     offset = (os.getpid() if start is None else start) % len(firsts)
     for i in range(len(firsts)):
@@ -136,4 +138,6 @@ def port_block(
                 release(fd)
             return
         release(fd)
-    raise RuntimeError(f"no free block of {size} ports in {where}: all {len(firsts)} are locked or in use (locks under {d})")
+    raise RuntimeError(
+        f"no free block of {size} ports in {where}: all {len(firsts)} are locked or in use (locks under {d})"
+    )

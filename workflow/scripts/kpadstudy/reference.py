@@ -60,9 +60,18 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
     for r in csv.itertuples(index=False):
         method, pad = METHODS.get(r.config, (None, None))
         name = configuration_name(r.config, r.k)
-        row = {"model": r.model, "corpus": r.corpus, "configuration": name, "method": method,
-               "k": pd.NA if pd.isna(r.k) else int(r.k), "pad": pad, "device": DEVICE,
-               "n_runs": 1, "n_valid": 1, "statuses": SOURCE}
+        row = {
+            "model": r.model,
+            "corpus": r.corpus,
+            "configuration": name,
+            "method": method,
+            "k": pd.NA if pd.isna(r.k) else int(r.k),
+            "pad": pad,
+            "device": DEVICE,
+            "n_runs": 1,
+            "n_valid": 1,
+            "statuses": SOURCE,
+        }
         for m in SUMMARIZED:
             row[f"{m}_median"] = float("nan")
         row["output_tok_s_median"] = float(r.output_tok_s)
@@ -76,7 +85,9 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows).astype({"k": "Int64"})
     dup = out.duplicated(["model", "corpus", "configuration"], keep=False)
     if dup.any():
-        raise ValueError(f"published CSV repeats cells: {out.loc[dup, ['model', 'corpus', 'configuration']].drop_duplicates().values.tolist()}")
+        raise ValueError(
+            f"published CSV repeats cells: {out.loc[dup, ['model', 'corpus', 'configuration']].drop_duplicates().values.tolist()}"
+        )
     return out[[*CELL_KEYS, *[c for c in out.columns if c not in CELL_KEYS]]]
 
 

@@ -59,7 +59,16 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
         out.append(Configuration("van", "van", 0, False, mode, gmu))
     suf = spec.get("suf", {})
     if suf.get("enabled", True):
-        out.append(Configuration("suf", "suf", int(suf.get("k", 32)), False, suf.get("cudagraph_mode", mode), suf.get("gpu_memory_utilization", gmu)))
+        out.append(
+            Configuration(
+                "suf",
+                "suf",
+                int(suf.get("k", 32)),
+                False,
+                suf.get("cudagraph_mode", mode),
+                suf.get("gpu_memory_utilization", gmu),
+            )
+        )
     for k in spec.get("kpad", {}).get("k", []):
         out.append(Configuration(f"kpad{k}", "kpad", int(k), True, mode, gmu))
     for k in spec.get("nopad", {}).get("k", []):
@@ -101,15 +110,25 @@ def server_command(
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [
-        python, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model_path,
-        "--served-model-name", served_model_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--max-model-len", str(server["max_model_len"]),
-        "--tensor-parallel-size", str(tensor_parallel_size),
-        "--seed", str(server.get("seed", 0)),
-        "--dtype", (server.get("cpu") or {}).get("dtype", "float32") if device == "cpu" else server.get("dtype", "auto"),
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_path,
+        "--served-model-name",
+        served_model_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(server["max_model_len"]),
+        "--tensor-parallel-size",
+        str(tensor_parallel_size),
+        "--seed",
+        str(server.get("seed", 0)),
+        "--dtype",
+        (server.get("cpu") or {}).get("dtype", "float32") if device == "cpu" else server.get("dtype", "auto"),
     ]
     if server.get("max_num_seqs"):
         cmd += ["--max-num-seqs", str(server["max_num_seqs"])]
@@ -117,8 +136,10 @@ def server_command(
         cmd += ["--enforce-eager"]
     else:
         cmd += [
-            "--gpu-memory-utilization", str(configuration.gpu_memory_utilization),
-            "--compilation-config", json.dumps({"cudagraph_mode": configuration.cudagraph_mode}),
+            "--gpu-memory-utilization",
+            str(configuration.gpu_memory_utilization),
+            "--compilation-config",
+            json.dumps({"cudagraph_mode": configuration.cudagraph_mode}),
         ]
     if configuration.speculative:
         cmd += ["--speculative-config", json.dumps({"method": "suffix", "num_speculative_tokens": configuration.k})]
@@ -126,8 +147,17 @@ def server_command(
     return cmd
 
 
-def server_env(base_env: dict[str, str], *, configuration: Configuration, server: dict[str, Any], device: str, plugin_path: str, vllm_port: int,
-               cuda_visible_devices: list[str] | None = None, scratch_dir: str | None = None) -> dict[str, str]:
+def server_env(
+    base_env: dict[str, str],
+    *,
+    configuration: Configuration,
+    server: dict[str, Any],
+    device: str,
+    plugin_path: str,
+    vllm_port: int,
+    cuda_visible_devices: list[str] | None = None,
+    scratch_dir: str | None = None,
+) -> dict[str, str]:
     """Environment of the server process.
 
     ``base_env`` (the job's environment) passes through whole: the node's ``NCCL_*``, ``HF_*``,
@@ -185,26 +215,43 @@ def bench_command(
     """
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [
-        python, "-m", "kpadstudy.vllm_bench",
-        "--backend", "openai-chat",
-        "--endpoint", "/v1/chat/completions",
-        "--base-url", base_url,
-        "--model", served_model_name,
-        "--tokenizer", tokenizer,
-        "--dataset-name", "custom",
-        "--dataset-path", dataset_path,
-        "--num-prompts", str(num_prompts),
+        python,
+        "-m",
+        "kpadstudy.vllm_bench",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        base_url,
+        "--model",
+        served_model_name,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        dataset_path,
+        "--num-prompts",
+        str(num_prompts),
         "--no-oversample",
         "--disable-shuffle",
         "--skip-chat-template",
-        "--custom-output-len", str(load["max_tokens"]),
-        "--max-concurrency", str(load["max_concurrency"]),
-        "--temperature", str(load["temperature"]),
-        "--seed", str(seed),
-        "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--metric-percentiles", "50,90,99",
+        "--custom-output-len",
+        str(load["max_tokens"]),
+        "--max-concurrency",
+        str(load["max_concurrency"]),
+        "--temperature",
+        str(load["temperature"]),
+        "--seed",
+        str(seed),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
         "--disable-tqdm",
-        "--ready-check-timeout-sec", "0",
+        "--ready-check-timeout-sec",
+        "0",
     ]
     if result_dir:
         cmd += ["--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
@@ -235,8 +282,12 @@ def workflow_commit(basedir: str, environ: dict[str, str] | None = None) -> str 
     if environ.get("KPAD_WORKFLOW_COMMIT"):
         return environ["KPAD_WORKFLOW_COMMIT"]
     try:
-        sha = subprocess.run(["git", "-C", basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", basedir, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", basedir, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None

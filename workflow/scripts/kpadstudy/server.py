@@ -93,7 +93,9 @@ def wait_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float, log_pa
     while True:
         code = proc.poll()
         if code is not None:
-            raise ServerBootError("exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}", code)
+            raise ServerBootError(
+                "exited", f"vLLM server exited with code {code} before it was healthy; see {log_path}", code
+            )
         if is_healthy(base_url):
             return time.monotonic() - start
         if time.monotonic() - start > timeout_s:
@@ -138,7 +140,9 @@ def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float) -> Iterator[tuple[subprocess.Popen, float]]:
+def running_server(
+    cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float
+) -> Iterator[tuple[subprocess.Popen, float]]:
     """Start ``cmd`` in its own process group, wait for health, yield ``(process, boot seconds)``, always stop it.
 
     The server's stdout and stderr go to ``log_path``; its pid (= its process group id) to ``server.pid``
@@ -161,7 +165,9 @@ def running_server(cmd: list[str], env: dict[str, str], base_url: str, log_path:
                 raise
             except Exception as err:  # noqa: BLE001 - whatever the boot raised is the run's boot failure, not the job's
                 code = proc.poll() if proc is not None else None
-                raise ServerBootError("error", f"raised while starting the server or waiting for /health; see {log_path}", code, err) from err
+                raise ServerBootError(
+                    "error", f"raised while starting the server or waiting for /health; see {log_path}", code, err
+                ) from err
             yield proc, boot_s
         finally:
             if proc is not None:

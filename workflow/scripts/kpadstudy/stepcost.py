@@ -83,14 +83,24 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
             r_val = r_steps if use_steps else r_tpot
             if pd.isna(x["output_tok_s_median"]):  # no valid repeat: no number at all
                 r_steps = r_tpot = r_val = float("nan")
-            rows.append({
-                "model": model, "corpus": corpus, "configuration": x["configuration"], "method": x["method"], "k": x["k"],
-                "device": x["device"], "tokens_per_request_step": kbar,
-                "step_time_ms": x["step_time_ms"], "van_step_time_ms": van["step_time_ms"],
-                "r_steps": r_steps, "r_tpot": r_tpot, "r": r_val,
-                "r_from": ("engine steps" if use_steps else "TPOT") if np.isfinite(r_val) else "",
-                "predicted_speedup": kbar / r_val,
-                "measured_speedup": x["output_tok_s_median"] / van["output_tok_s_median"],
-                "k_bar_exceeds_r": bool(kbar > r_val) if np.isfinite(r_val) else pd.NA,
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "corpus": corpus,
+                    "configuration": x["configuration"],
+                    "method": x["method"],
+                    "k": x["k"],
+                    "device": x["device"],
+                    "tokens_per_request_step": kbar,
+                    "step_time_ms": x["step_time_ms"],
+                    "van_step_time_ms": van["step_time_ms"],
+                    "r_steps": r_steps,
+                    "r_tpot": r_tpot,
+                    "r": r_val,
+                    "r_from": ("engine steps" if use_steps else "TPOT") if np.isfinite(r_val) else "",
+                    "predicted_speedup": kbar / r_val,
+                    "measured_speedup": x["output_tok_s_median"] / van["output_tok_s_median"],
+                    "k_bar_exceeds_r": bool(kbar > r_val) if np.isfinite(r_val) else pd.NA,
+                }
+            )
     return pd.DataFrame(rows)

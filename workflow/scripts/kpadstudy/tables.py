@@ -15,7 +15,16 @@ import pandas as pd
 
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
 NOISY_REL_MAD = 0.05  # a configuration whose MAD exceeds 5% of its median is flagged ``noisy``
-SUMMARIZED = ["output_tok_s", "tpot_mean_ms", "itl_token_mean_ms", "ttft_mean_ms", "tokens_per_request_step", "acceptance_rate", "mean_acceptance_length", "full_share_decode"]
+SUMMARIZED = [
+    "output_tok_s",
+    "tpot_mean_ms",
+    "itl_token_mean_ms",
+    "ttft_mean_ms",
+    "tokens_per_request_step",
+    "acceptance_rate",
+    "mean_acceptance_length",
+    "full_share_decode",
+]
 
 
 def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
@@ -64,9 +73,17 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         for m in SUMMARIZED:
             vals = pd.to_numeric(ok[m], errors="coerce").dropna() if m in ok else pd.Series(dtype=float)
             row[f"{m}_median"] = float(vals.median()) if len(vals) else float("nan")
-        tok = pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna() if "output_tok_s" in ok else pd.Series(dtype=float)
+        tok = (
+            pd.to_numeric(ok["output_tok_s"], errors="coerce").dropna()
+            if "output_tok_s" in ok
+            else pd.Series(dtype=float)
+        )
         row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
-        row["output_tok_s_rel_mad"] = row["output_tok_s_mad"] / row["output_tok_s_median"] if len(tok) and row["output_tok_s_median"] else float("nan")
+        row["output_tok_s_rel_mad"] = (
+            row["output_tok_s_mad"] / row["output_tok_s_median"]
+            if len(tok) and row["output_tok_s_median"]
+            else float("nan")
+        )
         row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)
         row["client_limited"] = any_client_limited(ok)
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
@@ -115,14 +132,21 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
             bk_k, bk, source = int(sep.iloc[0]["k"]), float(sep.iloc[0]["output_tok_s_median"]), "separate measurement"
         else:
             bk_k, bk, source = sweep_k, sweep_tok, "K-sweep"
-        rows.append({
-            "model": model, "corpus": corpus,
-            "best_k": bk_k, "best_kpad_tok_s": bk, "best_from": source if not pd.isna(bk) else "",
-            "sweep_best_k": sweep_k, "sweep_best_tok_s": sweep_tok,
-            "van_tok_s": van, "suf_tok_s": suf,
-            "bestkpad_over_suf": bk / suf if suf else float("nan"),
-            "bestkpad_over_van": bk / van if van else float("nan"),
-        })
+        rows.append(
+            {
+                "model": model,
+                "corpus": corpus,
+                "best_k": bk_k,
+                "best_kpad_tok_s": bk,
+                "best_from": source if not pd.isna(bk) else "",
+                "sweep_best_k": sweep_k,
+                "sweep_best_tok_s": sweep_tok,
+                "van_tok_s": van,
+                "suf_tok_s": suf,
+                "bestkpad_over_suf": bk / suf if suf else float("nan"),
+                "bestkpad_over_van": bk / van if van else float("nan"),
+            }
+        )
     return pd.DataFrame(rows).astype({"best_k": "Int64", "sweep_best_k": "Int64"})
 
 
@@ -156,14 +180,18 @@ def read_cells(path: str | Path) -> pd.DataFrame:
     import pyarrow as pa
 
     if not Path(path).is_file():
-        raise ValueError(f"{path}: no such file; give a cells Parquet (results/cells.parquet after a run, or results/cpu/embedded-cells.parquet)")
+        raise ValueError(
+            f"{path}: no such file; give a cells Parquet (results/cells.parquet after a run, or results/cpu/embedded-cells.parquet)"
+        )
     try:
         cells = pd.read_parquet(path)
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"{path} is not a Parquet file ({err}); give a cells Parquet") from err
     missing = CELLS_COLUMNS - set(cells.columns)
     if missing:
-        raise ValueError(f"{path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet")
+        raise ValueError(
+            f"{path} is not a cells Parquet (lacks {sorted(missing)}); pass results/cells.parquet, not runs.parquet"
+        )
     if cells.empty:
         raise ValueError(f"{path} has no rows: nothing to draw")
     return cells

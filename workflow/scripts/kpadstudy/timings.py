@@ -63,7 +63,14 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
             if "s" not in table:
                 raise KeyError(f"{path}: no column 's' (not a Snakemake benchmark file)")
             job = job_name(path, rule)
-            row = {"stage": rule, "job": job, "wall_s": float(table["s"].iloc[0]), "boot_s": None, "measured_s": None, "status": None}
+            row = {
+                "stage": rule,
+                "job": job,
+                "wall_s": float(table["s"].iloc[0]),
+                "boot_s": None,
+                "measured_s": None,
+                "status": None,
+            }
             record = Path(root) / RECORDS[rule].format(job=job) if rule in RECORDS else None
             if record is not None and record.exists():
                 rec = json.loads(record.read_text())
@@ -77,21 +84,31 @@ def summary(table: pd.DataFrame) -> str:
 
     Jobs can run side by side, so the sum of their wall times is not the study's wall time.
     """
+
     def fmt(x: float | None) -> str:
         return "" if x is None or pd.isna(x) else f"{x:.0f}"
 
-    lines = ["# Where the time went", "",
-             "Wall-clock seconds of each heavy job (Snakemake `benchmark:` files under `results/benchmarks/`), and for",
-             "each run its server boot (until `/health` answered) and its measured prompts (warm-up excluded). Jobs",
-             "can run side by side: the sum is not the study's wall time.", "",
-             "| stage | jobs | wall s | boots s | measurements s |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "# Where the time went",
+        "",
+        "Wall-clock seconds of each heavy job (Snakemake `benchmark:` files under `results/benchmarks/`), and for",
+        "each run its server boot (until `/health` answered) and its measured prompts (warm-up excluded). Jobs",
+        "can run side by side: the sum is not the study's wall time.",
+        "",
+        "| stage | jobs | wall s | boots s | measurements s |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for rule, part in table.groupby("stage", sort=False):
         boots = part["boot_s"].dropna()
         measured = part["measured_s"].dropna()
-        lines.append(f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | "
-                     f"{fmt(boots.sum()) if len(boots) else ''} | {fmt(measured.sum()) if len(measured) else ''} |")
+        lines.append(
+            f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | "
+            f"{fmt(boots.sum()) if len(boots) else ''} | {fmt(measured.sum()) if len(measured) else ''} |"
+        )
     lines += ["", "| stage | job | wall s | boot s | measured s | status |", "| --- | --- | --- | --- | --- | --- |"]
     for r in table.itertuples():
         status = r.status if isinstance(r.status, str) else ""
-        lines.append(f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | {fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |")
+        lines.append(
+            f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | {fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |"
+        )
     return "\n".join(lines) + "\n"

@@ -24,7 +24,8 @@ from .server import poll_healthy
 
 def main(argv: list[str] | None = None) -> None:
     """Parse ``vllm bench serve`` arguments (plus the warm-up options above) and run the benchmark."""
-    from vllm.benchmarks.serve import add_cli_args, main as bench_main
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.benchmarks.serve import main as bench_main
 
     parser = argparse.ArgumentParser(prog="vllm bench serve")
     add_cli_args(parser)
@@ -35,23 +36,38 @@ def main(argv: list[str] | None = None) -> None:
     ours.add_argument("--stats-dir", default=None)
     ours.add_argument("--wait-healthy-s", type=float, default=0.0)
     args = parser.parse_args(argv)
-    extra = {k: getattr(args, k) for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir", "wait_healthy_s")}
+    extra = {
+        k: getattr(args, k)
+        for k in ("warmup_dataset_path", "warmup_num_prompts", "snapshot_out", "stats_dir", "wait_healthy_s")
+    }
     for k in extra:
         delattr(args, k)
     if extra["wait_healthy_s"] > 0 and not poll_healthy(args.base_url, extra["wait_healthy_s"]):
-        raise SystemExit(f"vllm_bench: {args.base_url}/health did not answer 200 within {extra['wait_healthy_s']:.0f} s")
+        raise SystemExit(
+            f"vllm_bench: {args.base_url}/health did not answer 200 within {extra['wait_healthy_s']:.0f} s"
+        )
     warmup = None
     if extra["warmup_dataset_path"] and extra["warmup_num_prompts"] > 0:
         warm = copy.copy(args)
-        warm.dataset_path, warm.num_prompts, warm.save_result = extra["warmup_dataset_path"], extra["warmup_num_prompts"], False
+        warm.dataset_path, warm.num_prompts, warm.save_result = (
+            extra["warmup_dataset_path"],
+            extra["warmup_num_prompts"],
+            False,
+        )
         result = bench_main(warm)
-        warmup = {"n": extra["warmup_num_prompts"], "completed": result.get("completed"), "failed": result.get("failed")}
+        warmup = {
+            "n": extra["warmup_num_prompts"],
+            "completed": result.get("completed"),
+            "failed": result.get("failed"),
+        }
     if extra["snapshot_out"]:
         write_snapshot(args.base_url, extra["stats_dir"], extra["snapshot_out"], warmup)
     bench_main(args)
 
 
-def write_snapshot(base_url: str, stats_dir: str | None, out: str, warmup: dict | None = None, settle_s: float = 0.6) -> None:
+def write_snapshot(
+    base_url: str, stats_dir: str | None, out: str, warmup: dict | None = None, settle_s: float = 0.6
+) -> None:
     """Write ``{"metrics": <Prometheus text>, "stats": {role: counters}, "warmup": {n, completed, failed}}``
     of the idle server after warm-up to ``out`` (``warmup`` None when there was none).
 
