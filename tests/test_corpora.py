@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kpadstudy import corpora
+from kpadstudy.mix import build_mix
 
 DATA = Path(__file__).parent / "data"
 
@@ -174,7 +175,7 @@ def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
         ]
 
     comps = {"a": comp("a", 2, 10), "b": comp("b", 2, 10), "c": comp("c", 2, 10)}
-    mix = corpora.build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0)
+    mix = build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0)
     measured = [r for r in mix if r["split"] == "measured"]
     assert Counter(r["source_corpus"] for r in measured) == Counter(a=3, b=2, c=2)
     assert Counter(r["source_corpus"] for r in mix if r["split"] == "warmup") == Counter(a=1, b=1, c=1)
@@ -183,10 +184,10 @@ def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
     assert not warm_ids & {r["id"] for r in measured}
     p1, p2 = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     corpora.write_jsonl(mix, p1)
-    corpora.write_jsonl(corpora.build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0), p2)
+    corpora.write_jsonl(build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0), p2)
     assert p1.read_bytes() == p2.read_bytes()
     with pytest.raises(corpora.CorpusError, match="component 'a' has 10 measured prompts, needs 11"):
-        corpora.build_mix("mix", comps, n_warmup=3, n_measured=31, seed=0)
+        build_mix("mix", comps, n_warmup=3, n_measured=31, seed=0)
 
 
 def test_packaged_sharegpt_is_read_up_to_its_cut(caplog):
@@ -261,7 +262,7 @@ def test_mix_weighted_shares():
         c: [{"id": f"{c}{i}", "split": "warmup" if i < 4 else "measured", "messages": []} for i in range(12)]
         for c in ("a", "b")
     }
-    mix = corpora.build_mix("mix", comps, n_warmup=4, n_measured=8, seed=1, weights={"a": 3, "b": 1})
+    mix = build_mix("mix", comps, n_warmup=4, n_measured=8, seed=1, weights={"a": 3, "b": 1})
     assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter(
         {("warmup", "a"): 3, ("warmup", "b"): 1, ("measured", "a"): 6, ("measured", "b"): 2}
     )

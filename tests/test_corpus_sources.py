@@ -19,6 +19,7 @@ from huggingface_hub import errors as hub_errors
 from huggingface_hub.utils import filter_repo_objects
 
 from kpadstudy import corpora, models
+from kpadstudy.mix import build_mix
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB = Path(__file__).parent / "data" / "hub"
@@ -80,12 +81,43 @@ EXPECTED_COUNTS = {
 
 # One record per corpus, exactly as written to results/corpora/<corpus>.jsonl (prompt_tokens from `words`).
 PINNED = {
-    "sharegpt": '{"corpus": "sharegpt", "id": "sg01_0", "split": "measured", "messages": [{"role": "user", "content": "How do I boil an egg so the yolk stays soft?"}], "prompt_tokens": {"m": 11}}',
-    "wildchat": '{"corpus": "wildchat", "id": "wc06", "split": "measured", "messages": [{"role": "user", "content": "Explain tides to a child.\\n\\nIn two sentences."}], "prompt_tokens": {"m": 8}}',
-    "lmsys": '{"corpus": "lmsys", "id": "lm01", "split": "measured", "messages": [{"role": "user", "content": "What is the capital of the imaginary land of Zembla?"}], "prompt_tokens": {"m": 10}}',
-    "humaneval": '{"corpus": "humaneval", "id": "HumanEval/1", "split": "measured", "messages": [{"role": "user", "content": "Complete the following Python function.\\n\\n```python\\ndef neg(x: int) -> int:\\n    \\"\\"\\"Return -x.\\n    >>> neg(4)\\n    -4\\n    \\"\\"\\"\\n```"}], "prompt_tokens": {"m": 18}}',
-    "mbpp": '{"corpus": "mbpp", "id": "11", "split": "measured", "messages": [{"role": "user", "content": "Write a python function to remove first and last occurrence of a given character from the string.\\nYour code should pass these tests:\\n\\nassert remove_Occ(\\"hello\\",\\"l\\") == \\"heo\\"\\nassert remove_Occ(\\"abcda\\",\\"a\\") == \\"bcd\\"\\nassert remove_Occ(\\"PHP\\",\\"P\\") == \\"H\\""}], "prompt_tokens": {"m": 35}}',
-    "swebench": '{"corpus": "swebench", "id": "example__widgets-1234", "split": "measured", "messages": [{"role": "user", "content": "Widget.resize() ignores the aspect ratio\\n\\nCalling `Widget.resize(10, 20)` on a locked widget\\nstretches it.\\r\\n"}], "prompt_tokens": {"m": 14}}',
+    "sharegpt": (
+        '{"corpus": "sharegpt", "id": "sg01_0", "split": "measured", '
+        '"messages": [{"role": "user", "content": "How do I boil an egg so the yolk stays soft?"}], '
+        '"prompt_tokens": {"m": 11}}'
+    ),
+    "wildchat": (
+        '{"corpus": "wildchat", "id": "wc06", "split": "measured", '
+        '"messages": [{"role": "user", "content": "Explain tides to a child.\\n\\nIn two sentences."}], '
+        '"prompt_tokens": {"m": 8}}'
+    ),
+    "lmsys": (
+        '{"corpus": "lmsys", "id": "lm01", "split": "measured", '
+        '"messages": [{"role": "user", "content": "What is the capital of the imaginary land of Zembla?"}], '
+        '"prompt_tokens": {"m": 10}}'
+    ),
+    "humaneval": (
+        '{"corpus": "humaneval", "id": "HumanEval/1", "split": "measured", '
+        '"messages": [{"role": "user", "content": "Complete the following Python function.\\n\\n```python\\n'
+        'def neg(x: int) -> int:\\n    \\"\\"\\"Return -x.\\n'
+        '    >>> neg(4)\\n    -4\\n    \\"\\"\\"\\n```"}], '
+        '"prompt_tokens": {"m": 18}}'
+    ),
+    "mbpp": (
+        '{"corpus": "mbpp", "id": "11", "split": "measured", '
+        '"messages": [{"role": "user", "content": "Write a python function to remove first and last occurrence '
+        "of a given character from the string.\\n"
+        'Your code should pass these tests:\\n\\nassert remove_Occ(\\"hello\\",\\"l\\") == \\"heo\\"\\n'
+        'assert remove_Occ(\\"abcda\\",\\"a\\") == \\"bcd\\"\\n'
+        'assert remove_Occ(\\"PHP\\",\\"P\\") == \\"H\\""}], '
+        '"prompt_tokens": {"m": 35}}'
+    ),
+    "swebench": (
+        '{"corpus": "swebench", "id": "example__widgets-1234", "split": "measured", '
+        '"messages": [{"role": "user", "content": "Widget.resize() ignores the aspect ratio\\n\\n'
+        'Calling `Widget.resize(10, 20)` on a locked widget\\nstretches it.\\r\\n"}], '
+        '"prompt_tokens": {"m": 14}}'
+    ),
 }
 
 
@@ -111,7 +143,8 @@ def test_config_corpus_from_hub_end_to_end(hub, tmp_path, name):
 
 
 def test_config_globs_pick_the_right_files(hub, caplog):
-    """The config's `files` globs against the fixture repos' real file names: WildChat shards 0 and 1, not SWE-bench's dev split."""
+    """The config's `files` globs against the fixture repos' real file names: WildChat shards 0 and 1, not SWE-bench's
+    dev split."""
     picked = {
         name: [p.relative_to(HUB / spec["source"]["repo"]).as_posix() for p in corpora.hub_files(name, spec["source"])]
         for name, spec in CONFIG["corpora"].items()
@@ -179,13 +212,16 @@ def gated_error(cls, status):
             lambda: gated_error(hub_errors.GatedRepoError, 401),
             None,
             "(HF_TOKEN is not set). Log in at https://huggingface.co/datasets/lmsys/lmsys-chat-1m, "
-            "accept its terms there, then put a read token of that account in the environment variable HF_TOKEN (GatedRepoError)",
+            "accept its terms there, then put a read token of that account in the environment variable "
+            "HF_TOKEN (GatedRepoError)",
         ),
         (
             lambda: gated_error(hub_errors.HfHubHTTPError, 403),
             "hf_x",
             "(HF_TOKEN is set but that account has no access). Log in at "
-            "https://huggingface.co/datasets/lmsys/lmsys-chat-1m, accept its terms there, then put a read token of that account in the environment variable HF_TOKEN (HTTP 403)",
+            "https://huggingface.co/datasets/lmsys/lmsys-chat-1m, "
+            "accept its terms there, then put a read token of that account in the environment variable "
+            "HF_TOKEN (HTTP 403)",
         ),
     ],
 )
@@ -220,7 +256,8 @@ def test_other_hub_errors_are_named(monkeypatch):
     source = {"kind": "hf", "repo": "lmsys/lmsys-chat-1m", "files": "data/*.parquet"}
     with pytest.raises(
         corpora.CorpusError,
-        match=r"^corpus 'x': dataset lmsys/lmsys-chat-1m not found at https://huggingface.co/datasets/lmsys/lmsys-chat-1m, "
+        match=r"^corpus 'x': dataset lmsys/lmsys-chat-1m "
+        r"not found at https://huggingface.co/datasets/lmsys/lmsys-chat-1m, "
         r"or private and HF_TOKEN has no access \(HF_TOKEN is not set\)",
     ):
         corpora.hub_files("x", source)
@@ -231,7 +268,10 @@ def test_other_hub_errors_are_named(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(
         corpora.CorpusError,
-        match=r"^corpus 'x': the Hugging Face Hub cannot be reached and dataset lmsys/lmsys-chat-1m is not in the cache \(HF_HUB_OFFLINE='1'\)",
+        match=(
+            r"^corpus 'x': the Hugging Face Hub cannot be reached and dataset lmsys/lmsys-chat-1m "
+            r"is not in the cache \(HF_HUB_OFFLINE='1'\)"
+        ),
     ):
         corpora.hub_files("x", source)
 
@@ -323,7 +363,8 @@ def test_truncated_and_invalid_utf8_sources_are_counted_not_fatal(tmp_path, capl
     stats = Counter()
     lines = tmp_path / "b.jsonl"
     lines.write_bytes(
-        b'{"task_id": "t1", "prompt": "def f():\\n"}\n{"task_id": "t2", "prompt": "def \xe9():\\n"}\n{"task_id": "t3", "pro'
+        b'{"task_id": "t1", "prompt": "def f():\\n"}\n{"task_id": "t2", "prompt": "def \xe9():\\n"}\n'
+        b'{"task_id": "t3", "pro'
     )
     got = list(corpora.extract_prompts("humaneval", corpora._read_file(lines, "b.jsonl", stats)))
     assert [(rid, isinstance(p, corpora.Skip) and p.reason) for rid, p in got] == [
@@ -383,9 +424,12 @@ def test_packaged_humaneval_first_record_bytes():
     prompts = dict(corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source)))
     assert len(prompts) == 164
     assert prompts["HumanEval/0"] == (
-        "Complete the following Python function.\n\n```python\nfrom typing import List\n\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
-        '    """ Check if in given list of numbers, are any two numbers closer to each other than\n    given threshold.\n'
-        '    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)\n    False\n    >>> has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)\n    True\n    """\n```'
+        "Complete the following Python function.\n\n```python\nfrom typing import List\n\n\n"
+        "def has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+        '    """ Check if in given list of numbers, are any two numbers closer to each other than\n'
+        "    given threshold.\n"
+        "    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)\n    False\n"
+        '    >>> has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)\n    True\n    """\n```'
     )
 
 
@@ -428,7 +472,7 @@ def test_mix_of_six_same_seed_same_bytes(tmp_path):
     paths = []
     for seed in (0, 0, 1):
         paths.append(tmp_path / f"{len(paths)}.jsonl")
-        corpora.write_jsonl(corpora.build_mix("mix", comps, n_warmup=6, n_measured=24, seed=seed), paths[-1])
+        corpora.write_jsonl(build_mix("mix", comps, n_warmup=6, n_measured=24, seed=seed), paths[-1])
     assert paths[0].read_bytes() == paths[1].read_bytes() != paths[2].read_bytes()
     mix = corpora.read_jsonl(paths[0])
     assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter(

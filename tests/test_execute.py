@@ -1,6 +1,6 @@
 """Validity rules of a measured run."""
 
-from kpadstudy.execute import classify
+from kpadstudy.record import classify
 
 OK = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
 
@@ -42,7 +42,7 @@ def test_failed_warmup_requests():
 
 
 def test_a_client_without_result_says_its_stage_exit_code_and_last_line():
-    from kpadstudy.execute import client_failure
+    from kpadstudy.record import client_failure
 
     log = "Traceback (most recent call last):\n  ...\nurllib.error.HTTPError: HTTP Error 500: Internal Server Error\n\n"
     reason = client_failure(1, log, warmed_up=False)
@@ -63,7 +63,7 @@ def test_padding_not_active():
 
 from pathlib import Path  # noqa: E402
 
-from kpadstudy.execute import config_hash, resolved_settings  # noqa: E402
+from kpadstudy.record import config_hash, resolved_settings  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -103,7 +103,7 @@ def test_config_hash_changes_with_config_and_configuration():
     assert a != config_hash({"x": 2}, "van") and a != config_hash({"x": 1}, "suf")
 
 
-from kpadstudy.execute import client_limit  # noqa: E402
+from kpadstudy.record import client_limit  # noqa: E402
 
 
 def test_client_limited_above_the_fraction_of_the_ceiling():

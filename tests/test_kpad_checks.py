@@ -5,7 +5,7 @@ import logging
 import pytest
 
 import kpad_plugin
-from kpadstudy import execute
+from kpadstudy import execute, record
 
 
 def test_supported_versions_pass():
@@ -54,7 +54,10 @@ def test_missing_arctic_inference_stops_before_the_server(monkeypatch):
     )
     with pytest.raises(
         kpad_plugin.SuffixUnavailableError,
-        match=r"^configuration 'suf' uses suffix decoding: suffix decoding needs arctic-inference 0.3.0, which is not installed.*--no-build-isolation",
+        match=(
+            r"^configuration 'suf' uses suffix decoding: suffix decoding needs arctic-inference 0.3.0, "
+            r"which is not installed.*--no-build-isolation"
+        ),
     ):
         kpad_plugin.check_suffix_available("configuration 'suf' uses suffix decoding: ")
 
@@ -106,7 +109,7 @@ def test_step_measures_from_snapshots():
         },
         "worker0": {"steps_FULL": 97, "decode_steps_FULL": 96, "steps_PIECEWISE": 10, "decode_steps_PIECEWISE": 4},
     }
-    m = execute.step_measures(before, after)
+    m = record.step_measures(before, after)
     assert (
         m["kpad_draft_requests"],
         m["kpad_pad_tokens"],
@@ -117,4 +120,4 @@ def test_step_measures_from_snapshots():
     assert (m["steps_FULL"], m["steps_PIECEWISE"], m["steps_NONE"]) == (95, 6, 0)
     assert (m["decode_steps_FULL"], m["decode_steps_PIECEWISE"]) == (95, 4)
     assert m["full_share_decode"] == 95 / 99
-    assert execute.step_measures({}, {})["full_share_decode"] is None
+    assert record.step_measures({}, {})["full_share_decode"] is None

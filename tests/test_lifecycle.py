@@ -92,13 +92,15 @@ def test_confirmation_reruns_van_suf_and_the_best_k(tmp_path, smol_model):
         == "confirm"
     )
     confirmed = pd.read_parquet(tmp_path / "results" / "confirmed.parquet")
-    assert sorted(zip(confirmed["configuration"], confirmed["method"], confirmed["phase"], confirmed["n_valid"])) == [
+    assert sorted(
+        zip(confirmed["configuration"], confirmed["method"], confirmed["phase"], confirmed["n_valid"], strict=True)
+    ) == [
         ("kpad8", "bestkpad", "confirm", 1),
         ("suf", "suf", "confirm", 1),
         ("van", "van", "confirm", 1),
     ]
     final = pd.read_parquet(tmp_path / "results" / "cells_final.parquet")
-    assert sorted(zip(final["configuration"], final["method"], final["phase"])) == [
+    assert sorted(zip(final["configuration"], final["method"], final["phase"], strict=True)) == [
         ("kpad4", "kpad", "sweep"),
         ("kpad8", "bestkpad", "confirm"),
         ("kpad8", "kpad", "sweep"),

@@ -1,4 +1,5 @@
-"""Sharing one machine: GPU slots, port blocks, CPU lists; boot-failure classes and retries; stopping a process group."""
+"""Sharing one machine: GPU slots, port blocks, CPU lists; boot-failure classes and retries; stopping a process
+group."""
 
 import contextlib
 import multiprocessing as mp
@@ -149,7 +150,8 @@ def test_ephemeral_range_is_read_from_the_kernels_file(tmp_path):
 
 @contextlib.contextmanager
 def _tcp_server(answer):
-    """A one-thread TCP server on a free port: for each connection, read the request, send ``answer(request)``, close."""
+    """A one-thread TCP server on a free port: for each connection, read the request, send ``answer(request)``,
+    close."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -240,7 +242,10 @@ def test_cpu_slots_are_disjoint_and_checked_by_name():
         cpus.slots({"server": "0", "client": None, **SLOTS})
     with pytest.raises(
         ValueError,
-        match=r"^taskset.slots\[1\].server '1' names CPUs 1 outside this job's allowed CPUs 0 .*set taskset.slots\[1\].server",
+        match=(
+            r"^taskset.slots\[1\].server '1' names CPUs 1 "
+            r"outside this job's allowed CPUs 0 .*set taskset.slots\[1\].server"
+        ),
     ):
         cpus.check_pinning(SLOTS, allowed={0})
 
@@ -337,7 +342,8 @@ def test_server_env_sets_the_runs_gpus_and_passes_the_nodes_variables():
 
 
 def test_server_temporary_files_go_to_the_runs_scratch_folder():
-    """vLLM's IPC sockets always; on CPU every temporary file (its vllm_dist_* files); on a GPU TMPDIR stays (compile caches)."""
+    """vLLM's IPC sockets always; on CPU every temporary file (its vllm_dist_* files); on a GPU TMPDIR stays (compile
+    caches)."""
     van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
     base = {"TMPDIR": "/scratch/node"}
     gpu = runs.server_env(
@@ -359,8 +365,9 @@ def test_server_temporary_files_go_to_the_runs_scratch_folder():
 # --- boot failures ---------------------------------------------------------------------------------
 
 KV_032 = (
-    "(EngineCore pid=4242) ValueError: To serve at least one request with the model's max seq len (65536), (1.41 GiB KV cache is "
-    "needed, which is larger than the available KV cache memory (1.00 GiB). Based on the available memory, the estimated maximum model length is 46592."
+    "(EngineCore pid=4242) ValueError: To serve at least one request with the model's max seq len (65536), "
+    "(1.41 GiB KV cache is needed, which is larger than the available KV cache memory (1.00 GiB). "
+    "Based on the available memory, the estimated maximum model length is 46592."
 )
 
 
@@ -456,7 +463,8 @@ def test_retry_settings_per_attempt():
 
 
 def test_stop_kills_the_group_when_its_leader_has_already_exited():
-    """A leader that leaves a child behind (as a dead API server leaves its engine core): stop() still ends the group."""
+    """A leader that leaves a child behind (as a dead API server leaves its engine core): stop() still ends the
+    group."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys; subprocess.Popen(['sleep', '300']); sys.exit(3)"],
         start_new_session=True,

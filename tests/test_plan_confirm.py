@@ -43,12 +43,12 @@ def test_plan_of_the_shipped_config_without_network(tmp_path):
     # 189 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 1,142.5 GPU-hours, / 8 GPUs
     assert "- GPU time: 1,142.5 GPU-hours" in text and "- wall time: about 142.8 h" in text
     assert (
-        "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s (config plan.boot_s, plan.requests_per_s)"
-        in text
+        "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s "
+        "(config plan.boot_s, plan.requests_per_s)" in text
     )
     assert (
-        "- disk for the models: unknown: 11 of 11 model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take 0.0 GB"
-        in text
+        "- disk for the models: unknown: 11 of 11 model sizes unknown (set models.<name>.size_gb or reach the Hub); "
+        "the known ones take 0.0 GB" in text
     )
 
 
@@ -140,7 +140,7 @@ def test_confirmed_numbers_are_preferred():
     )
     merged = confirm.prefer_confirmed(CELLS, confirmed)
     c = merged[merged["corpus"] == "c"]
-    assert sorted(zip(c["configuration"], c["method"], c["phase"], c["output_tok_s_median"])) == [
+    assert sorted(zip(c["configuration"], c["method"], c["phase"], c["output_tok_s_median"], strict=True)) == [
         ("kpad4", "kpad", "sweep", 170.0),
         ("kpad8", "bestkpad", "confirm", 160.0),
         ("kpad8", "kpad", "sweep", 180.0),

@@ -161,7 +161,7 @@ def test_bench_command_never_repeats_prompts_and_streams_chat():
     for flag in ("--no-oversample", "--disable-shuffle", "--skip-chat-template", "--save-result"):
         assert flag in cmd
     assert "--no-stream" not in cmd
-    pairs = dict(zip(cmd[6::2], cmd[7::2]))
+    pairs = dict(zip(cmd[6::2], cmd[7::2], strict=False))
     assert pairs["--backend"] == "openai-chat" and pairs["--endpoint"] == "/v1/chat/completions"
     assert cmd[cmd.index("--num-prompts") + 1] == "16" and cmd[cmd.index("--custom-output-len") + 1] == "128"
     assert cmd[cmd.index("--max-concurrency") + 1] == "8" and cmd[cmd.index("--temperature") + 1] == "0"

@@ -33,7 +33,10 @@ def _why_not():
     try:
         import snakemake_executor_plugin_slurm  # noqa: F401
     except ImportError:
-        return "snakemake-executor-plugin-slurm is not installed (pip install --no-deps -r profiles/slurm/requirements.txt)"
+        return (
+            "snakemake-executor-plugin-slurm is not installed "
+            "(pip install --no-deps -r profiles/slurm/requirements.txt)"
+        )
     try:
         p = subprocess.run(["sinfo", "-h", "-o", "%P %c %m %t"], capture_output=True, text=True, timeout=60)
         why = (
@@ -194,7 +197,7 @@ def test_jobs_went_through_slurm(studies):
     rules = [_rule_of(c) for c in calls]
     assert {"run", "equivalence", "model", "corpus"} <= set(rules), rules
     assert rules.count("run") == 2
-    for rule, call in zip(rules, calls):
+    for rule, call in zip(rules, calls, strict=True):
         assert "--gpus" not in call  # device cpu: gpu resource 0
         assert ("--exclusive" in call) == (rule in ("run", "equivalence")), call
     # every job SLURM ran for the study completed (MinJobAge of tools/slurm-local.sh keeps them in squeue)

@@ -114,7 +114,7 @@ def test_vllm_client_records_one_itl_per_chunk_not_per_token():
     # content chunk j arrives j x 30 ms after the first (the server sleeps to absolute deadlines; a busy
     # machine can only make a chunk late, the first one included): 5 ms early at most, 25 ms late at most
     arrivals = [sum(out.itl[1 : j + 1]) for j in range(1, 6)]
-    assert all(j * GAP_S - 0.005 < a < j * GAP_S + 0.025 for j, a in zip(range(1, 6), arrivals)), out.itl
+    assert all(j * GAP_S - 0.005 < a < j * GAP_S + 0.025 for j, a in zip(range(1, 6), arrivals, strict=True)), out.itl
     decode_s = out.latency - out.ttft
     assert sum(out.itl) == pytest.approx(decode_s, abs=1e-9)  # vLLM's e2el = ttft + sum of chunk gaps
     # per chunk vs per token: vLLM's mean ITL is ~5/6 x 30 ms = 25 ms, the time per token is 150 ms / 15 = 10 ms

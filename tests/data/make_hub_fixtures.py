@@ -132,7 +132,10 @@ def humaneval() -> None:
     rows = [
         {
             "task_id": "HumanEval/0",
-            "prompt": 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n',
+            "prompt": (
+                'def add(a: int, b: int) -> int:\n    """Return the sum of a and b.\n'
+                '    >>> add(2, 3)\n    5\n    """\n'
+            ),
             "canonical_solution": "    return a + b\n",
             "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
             "entry_point": "add",
@@ -207,7 +210,8 @@ def swebench() -> None:
         [
             row(
                 "example__widgets-1234",
-                "Widget.resize() ignores the aspect ratio\n\nCalling `Widget.resize(10, 20)` on a locked widget\nstretches it.\r\n",
+                "Widget.resize() ignores the aspect ratio\n\n"
+                "Calling `Widget.resize(10, 20)` on a locked widget\nstretches it.\r\n",
             ),
             row("example__widgets-1300", ""),
         ],

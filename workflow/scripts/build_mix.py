@@ -3,14 +3,14 @@
 import logging
 
 from _rule import setup_logging
-from kpadstudy import corpora
+from kpadstudy import corpora, mix
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
 cfg = sm.config
-components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input)}
+components = {name: corpora.read_jsonl(path) for name, path in zip(cfg["mix"]["components"], sm.input, strict=True)}
 n_warmup, n_measured = corpora.mix_sizes(cfg)
-records = corpora.build_mix(
+records = mix.build_mix(
     cfg["mix"]["name"],
     components,
     n_warmup=n_warmup,

@@ -1,7 +1,7 @@
 """Rule reference, and a command: the published study's CSV -> a cells Parquet marked as published.
 
 python workflow/scripts/build_reference.py resources/reference/kpad_published.csv results/reference/kpad_published.parquet
-"""
+"""  # noqa: E501
 
 import argparse
 import logging

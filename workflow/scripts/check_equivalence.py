@@ -9,7 +9,8 @@ from pathlib import Path
 
 from _rule import setup_logging
 from kpadstudy import corpora, equivalence
-from kpadstudy.execute import resolve_device, versions
+from kpadstudy.execute import resolve_device
+from kpadstudy.record import versions
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
     # Snakemake stops jobs with SIGTERM: turn it into SystemExit so the server is stopped in `finally`.

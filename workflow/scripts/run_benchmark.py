@@ -10,7 +10,8 @@ from kpadstudy.execute import execute_run
 from kpadstudy.runs import workflow_commit
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
-    # Snakemake stops jobs with SIGTERM, Ctrl-C sends SIGINT: both become SystemExit, so the server is stopped in `finally`.
+    # Snakemake stops jobs with SIGTERM, Ctrl-C sends SIGINT: both become SystemExit, so the server is stopped in
+    # `finally`.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(128 + signum))
     sm = snakemake  # noqa: F821

@@ -47,8 +47,10 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
             return "no valid run" if pd.isna(v) else f"{v:.3f}"
 
         lines.append(
-            f"| {r['model']} | {r['corpus']} | {r['configuration']} | {r['device']} | {f(r['tokens_per_request_step'])} | {f(r['r'])} | {r['r_from'] or '-'} | "
-            f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | {'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |"
+            f"| {r['model']} | {r['corpus']} | {r['configuration']} | {r['device']} | "
+            f"{f(r['tokens_per_request_step'])} | {f(r['r'])} | {r['r_from'] or '-'} | "
+            f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | "
+            f"{'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |"
         )
     Path(out_md).write_text("\n".join(lines) + "\n")
     return t

@@ -106,7 +106,8 @@ def check_suffix_available(context: str = "") -> None:
         or importlib.util.find_spec("arctic_inference.suffix_decoding") is None
     ):
         raise SuffixUnavailableError(
-            f"{context}suffix decoding needs arctic-inference 0.3.0, which is not installed in this Python. Install it with: "
+            f"{context}suffix decoding needs arctic-inference 0.3.0, which is not installed in this Python. "
+            "Install it with: "
             "pip install nanobind==2.9.2 cmake ninja grpcio-tools && CMAKE_ARGS=-DPython_EXECUTABLE=$(which python) "
             "pip install --no-build-isolation --no-deps arctic-inference==0.3.0"
         )

@@ -74,7 +74,10 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
                 recommended=row["candidate"],
                 method="kpad",
                 k=int(cand["k"]),
-                reason=f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} > van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s",
+                reason=(
+                    f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} "
+                    f"> van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
+                ),
             )
         elif cand is not None and not len(van) and not len(suf):
             row.update(
@@ -90,7 +93,10 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
             why = (
                 "no kpad configuration has a valid run"
                 if cand is None
-                else f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} does not exceed van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
+                else (
+                    f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} "
+                    f"does not exceed van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
+                )
                 if len(van)
                 else "van has no valid run"
             )
@@ -98,7 +104,10 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
                 recommended=sel["configuration"],
                 method=sel["method"],
                 k=int(sel["k"]) if pd.notna(sel["k"]) else pd.NA,
-                reason=f"{why}; {sel['configuration']} has the higher median of van ({van_tok:,.1f}) and suf ({suf_tok:,.1f}) tok/s",
+                reason=(
+                    f"{why}; {sel['configuration']} has the higher median of van ({van_tok:,.1f}) "
+                    f"and suf ({suf_tok:,.1f}) tok/s"
+                ),
             )
         else:
             row.update(recommended="", method="", k=pd.NA, reason="no configuration has a valid run")
@@ -171,14 +180,17 @@ def to_markdown(
     lines = [
         f"# {title}",
         "",
-        f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, if its median minus MAD "
+        f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, "
+        "if its median minus MAD "
         "exceeds van's median plus MAD; otherwise van or suf, whichever median is higher.",
         "",
     ]
     if (recs["basis"] == "K-sweep").any():
         lines += [
-            "**These rest on the K-sweep medians, not on a confirmation rerun** (no `bestkpad` confirmation rows in the cells table for "
-            f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). Rerun the chosen configuration against van before relying on it.",
+            "**These rest on the K-sweep medians, not on a confirmation rerun** "
+            "(no `bestkpad` confirmation rows in the cells table for "
+            f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). "
+            "Rerun the chosen configuration against van before relying on it.",
             "",
         ]
     if (recs["device"] == "cpu").any():

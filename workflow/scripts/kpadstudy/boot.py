@@ -111,7 +111,8 @@ def attempt_settings(config: dict[str, Any], retry: dict[str, Any], history: lis
                 )
             if settings[name] is None:
                 raise ValueError(
-                    f"server.retry.adjust.{reason}.{name}: server {name} is not set in the config, so it cannot be scaled"
+                    f"server.retry.adjust.{reason}.{name}: server {name} is not set in the config, "
+                    "so it cannot be scaled"
                 )
             cast = ADJUSTABLE[name][2]
             value = settings[name] * float(factor)

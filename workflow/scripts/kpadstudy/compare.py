@@ -90,12 +90,14 @@ def to_markdown(
     lines += [
         "Published van and suf exist for the mix only, so elsewhere only best K compares.",
         "",
-        "| corpus | model | device | best K | bestKpad/suf | bestKpad/van | published models | published best K | published bestKpad/suf (min-max) | published bestKpad/van (min-max) | best-K agreement |",
+        "| corpus | model | device | best K | bestKpad/suf | bestKpad/van "
+        "| published models | published best K "
+        "| published bestKpad/suf (min-max) | published bestKpad/van (min-max) | best-K agreement |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for _, r in table.iterrows():
 
-        def pub(ratio: str) -> str:
+        def pub(ratio: str, r=r) -> str:
             v = r[f"published_{ratio}"]
             if pd.isna(v):
                 return "-"
@@ -107,7 +109,9 @@ def to_markdown(
 
         k = "no valid run" if pd.isna(r["best_k"]) else f"K{int(r['best_k'])}"
         lines.append(
-            f"| {r['corpus']} | {r['model']} | {r['device']} | {k} | {_fmt(r['bestkpad_over_suf'])} | {_fmt(r['bestkpad_over_van'])} | "
-            f"{r['published_models']} | {r['published_best_k'] or '-'} | {pub('bestkpad_over_suf')} | {pub('bestkpad_over_van')} | {_fmt(r['best_k_agreement'])} |"
+            f"| {r['corpus']} | {r['model']} | {r['device']} | {k} | "
+            f"{_fmt(r['bestkpad_over_suf'])} | {_fmt(r['bestkpad_over_van'])} | "
+            f"{r['published_models']} | {r['published_best_k'] or '-'} | "
+            f"{pub('bestkpad_over_suf')} | {pub('bestkpad_over_van')} | {_fmt(r['best_k_agreement'])} |"
         )
     return "\n".join(lines) + "\n"

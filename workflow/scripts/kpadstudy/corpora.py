@@ -142,7 +142,8 @@ def read_json_array(stream, source: str, stats: Counter | None = None) -> Iterat
     head = stream.peek(64)[:64] if hasattr(stream, "peek") else b"["
     if not head.lstrip().startswith(b"["):
         raise CorpusError(
-            f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); a .json source must hold [ {{...}}, ... ]"
+            f"{source}: not a JSON array (starts with {head.lstrip()[:20]!r}); "
+            f"a .json source must hold [ {{...}}, ... ]"
         )
     stats = Counter() if stats is None else stats
     n = 0
@@ -672,40 +673,6 @@ def mix_weights(mix: dict) -> dict[str, int]:
     if set(weights) != set(mix["components"]):
         raise CorpusError(f"mix.weights {weights} must give one weight per mix component {mix['components']}")
     return {c: weights[c] for c in mix["components"]}
-
-
-def build_mix(
-    name: str,
-    components: dict[str, list[dict]],
-    *,
-    n_warmup: int,
-    n_measured: int,
-    seed: int,
-    weights: dict[str, int] | None = None,
-) -> list[dict]:
-    """The mix corpus: shares of each component's warm-up and measured prompts, shuffled with ``seed``.
-
-    Shares follow ``weights`` (component -> positive integer; default equal) by :func:`mix_shares`.
-    Records keep their source in ``source_corpus``. Same inputs and seed give the same bytes.
-
-    Raises:
-        CorpusError: a component has fewer prompts of a split than its share.
-    """
-    rng = random.Random(seed)
-    weights = weights or {c: 1 for c in components}
-    out: list[dict] = []
-    for split, n in (("warmup", n_warmup), ("measured", n_measured)):
-        picked: list[dict] = []
-        for comp, share in mix_shares(n, weights).items():
-            pool = [r for r in components[comp] if r["split"] == split]
-            if len(pool) < share:
-                raise CorpusError(
-                    f"mix {name!r}: component {comp!r} has {len(pool)} {split} prompts, needs {share}; build it with more prompts"
-                )
-            picked += [{**r, "corpus": name, "source_corpus": comp, "id": f"{comp}:{r['id']}"} for r in pool[:share]]
-        rng.shuffle(picked)
-        out += picked
-    return out
 
 
 def write_jsonl(records: Iterable[dict], path: Path) -> int:

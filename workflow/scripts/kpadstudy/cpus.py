@@ -146,7 +146,8 @@ def allocated_slot(
             break
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"no CPU slot of taskset free within {timeout_s:.0f} s: each has CPUs held by other runs (locks under {d})"
+                f"no CPU slot of taskset free within {timeout_s:.0f} s: "
+                f"each has CPUs held by other runs (locks under {d})"
             )
         time.sleep(poll_s)
     index, fds = taken

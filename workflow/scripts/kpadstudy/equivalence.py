@@ -38,14 +38,14 @@ def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any
     same = total = 0
     divergent: list[int] = []
     first: int | None = None
-    for i, (a, b) in enumerate(zip(padded, unpadded)):
+    for i, (a, b) in enumerate(zip(padded, unpadded, strict=True)):
         length = max(len(a), len(b))
-        equal = sum(1 for x, y in zip(a, b) if x == y)
+        equal = sum(1 for x, y in zip(a, b, strict=False) if x == y)
         same += equal
         total += length
         if list(a) != list(b):
             divergent.append(i)
-            d = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            d = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             first = d if first is None else min(first, d)
     return {
         "requests": len(padded),

