@@ -219,3 +219,25 @@ def test_draw_on_the_published_parquet_writes_the_study_figures(tmp_path):
         "ours_vs_published",
         "k_vs_r",
     ]
+
+
+def test_van_suf_bestkpad_draws_every_configuration_outside_the_k_sweep():
+    """ngram7 and Trident (a second suf entry) get their own bars, in the study's order; a failed one its label."""
+    cells = pd.concat(
+        [
+            CELLS,
+            pd.DataFrame(
+                [
+                    cells_row("A", "mix", "ngram7", "ngram", 7, 130.0),
+                    cells_row("A", "mix", "trident", "suf", 32, float("nan"), statuses="boot_failed:1"),
+                    cells_row("A", "mix", "nopad8", "nopad", 8, 90.0),  # a K-sweep diagnostic: not drawn
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
+    fig = figures.van_suf_bestkpad(cells, corpus="mix")
+    assert fig.axes[0].get_title().startswith("van -> suf -> ngram7 -> trident -> bestKpad on mix")
+    heights = sorted(round(p.get_height(), 3) for p in fig.axes[0].patches)
+    assert heights == [1.0, 1.0, 1.2, 1.3, 1.5, 2.0]  # A: van 1, suf 1.5, ngram7 1.3, bestKpad 2.0; B: 1, 1.2
+    assert "x1.30" in texts(fig) and "did not boot" in texts(fig)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from kpadstudy import confirm, plan
+from kpadstudy import confirm, plan, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,10 +98,33 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
         "repeats": 2,
         "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0}],
     }  # d: no valid kpad
-    assert confirm.confirm_order(best, ["van", "suf", "kpad4", "kpad8"]) == {
-        ("m", "c"): [("van", 1), ("suf", 1), ("kpad8", 1), ("van", 2), ("suf", 2), ("kpad8", 2)]
+    study = runs.configurations(
+        {
+            "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+            "configurations": [
+                {"method": "van"},
+                {"method": "suf", "k": 32},
+                {"method": "kpad", "k": [4, 8]},
+                {"method": "nopad", "k": [8]},
+                {"name": "ngram7", "method": "ngram", "k": 7},
+            ],
+        }
+    )
+    assert confirm.confirm_order(best, study) == {
+        ("m", "c"): [
+            ("van", 1),
+            ("suf", 1),
+            ("ngram7", 1),
+            ("kpad8", 1),
+            ("van", 2),
+            ("suf", 2),
+            ("ngram7", 2),
+            ("kpad8", 2),
+        ]
     }
-    assert confirm.confirm_order(best, ["kpad4", "kpad8"]) == {("m", "c"): [("kpad8", 1), ("kpad8", 2)]}
+    assert confirm.confirm_order(best, [c for c in study if c.method == "kpad"]) == {
+        ("m", "c"): [("kpad8", 1), ("kpad8", 2)]
+    }
 
 
 def test_confirmed_numbers_are_preferred():

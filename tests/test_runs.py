@@ -182,6 +182,8 @@ def test_describe_flattens_configuration():
         "pad": True,
         "cudagraph_mode": "FULL_AND_PIECEWISE",
         "gpu_memory_utilization": 0.85,
+        "speculative_options": "{}",
+        "server_args": "{}",
     }
     json.dumps(d)
 

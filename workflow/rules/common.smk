@@ -93,7 +93,7 @@ def confirm_path(model, corpus, configuration, repeat):
 def confirm_plan(wildcards=None):
     """{(model, corpus): [(configuration, repeat), ...]} from the checkpoint's output (interleaved order)."""
     with open(checkpoints.best_k.get().output[0]) as f:
-        return kconfirm.confirm_order(json.load(f), [c.name for c in CONFIGURATIONS])
+        return kconfirm.confirm_order(json.load(f), CONFIGURATIONS)
 
 
 def confirm_previous(wildcards):

@@ -52,6 +52,24 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
             f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | "
             f"{'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |"
         )
+    fit = stepcost.kbar_fit(runs)
+    if len(fit):
+        lines += [
+            "",
+            "## Which form predicts tokens per request-step (K-bar) from the acceptance rate",
+            "",
+            "alpha = accepted / real draft tokens (pads excluded), gamma = K. Geometric: (1 - alpha^(gamma+1)) /"
+            " (1 - alpha); linear: 1 + alpha x gamma. RMSE over the valid runs, in tokens per request-step.",
+            "",
+            "| configuration | method | K | runs | alpha (median) | K-bar (median) | RMSE geometric | RMSE linear"
+            " | better |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r.configuration} | {r.method} | {r.k} | {r.n_runs} | {r.alpha_median:.3f} | {r.k_bar_median:.3f} | "
+            f"{r.rmse_geometric:.3f} | {r.rmse_linear:.3f} | {r.better} |"
+            for r in fit.itertuples()
+        ]
     Path(out_md).write_text("\n".join(lines) + "\n")
     return t
 

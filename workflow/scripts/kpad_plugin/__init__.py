@@ -119,8 +119,10 @@ def check_suffix_available(context: str = "") -> None:
 class Stats:
     """Counters of one process, written as JSON to ``<dir>/<role>-<pid>.json`` by a daemon thread.
 
-    Scheduler counters (role ``scheduler``): ``draft_requests`` (request-steps given a draft slot),
-    ``real_draft_tokens``, ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``.
+    Scheduler counters (role ``scheduler``; every speculative method, suffix and ngram alike):
+    ``draft_requests`` (request-steps given a draft slot), ``real_draft_tokens``, ``real_draft_tokens_pos<i>``
+    (request-steps whose real draft reached draft position i, 0-based: real draft tokens by position),
+    ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
     cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens.
     """
@@ -185,8 +187,9 @@ def _patch_scheduler(pad: bool) -> None:
     def update_draft_token_ids(self, draft_token_ids):  # noqa: ANN001 - vLLM's own signature
         original(self, draft_token_ids)
         spec = self.vllm_config.speculative_config
-        if spec is None or spec.method != "suffix":
+        if spec is None:
             return
+        pad_here = pad and spec.method == "suffix"  # only suffix drafts are padded; every method is counted
         stats = _stats_for("scheduler")
         k = self.num_spec_tokens
         counts: Counter = Counter()
@@ -195,7 +198,7 @@ def _patch_scheduler(pad: bool) -> None:
             if request is None or request.is_finished() or request.is_prefill_chunk:
                 continue
             real = list(request.spec_token_ids)
-            if pad:
+            if pad_here:
                 request.spec_token_ids = pad_draft(real, k, self.max_model_len - request.num_tokens - 1)
             n_pad = len(request.spec_token_ids) - len(real)
             counts.update(
@@ -205,6 +208,7 @@ def _patch_scheduler(pad: bool) -> None:
                 padded_requests=int(n_pad > 0),
                 zero_draft_requests=int(not real),
             )
+            counts.update({f"real_draft_tokens_pos{i}": 1 for i in range(len(real))})
         if stats is not None and counts:
             stats.add(**counts)
 

@@ -3,7 +3,8 @@
 The rule (issue 7): among the kpad Ks, the smallest K whose median output tok/s is within ``within_best``
 (1%) of the best K's median; recommended only if it beats van beyond the spread, i.e.
 ``median - MAD > van median + MAD`` (MAD: unscaled median absolute deviation over valid repeats; 0 with
-one repeat or when none is published). Otherwise van or suf, whichever has the higher median.
+one repeat or when none is published). Otherwise the configuration with the highest median among those
+outside the K sweep (van, suf, ngram, Trident-like entries).
 Where the cell has a confirmation measurement of a K (method ``bestkpad``: a confirmation rerun, or the
 published mix table's bestKpad), that measurement is the kpad candidate; otherwise the sweep medians are.
 """
@@ -44,8 +45,10 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
     out = []
     for (model, corpus), g in cells.groupby(["model", "corpus"], sort=True):
         valid = g[g["output_tok_s_median"].notna()]
-        van = valid[valid["method"] == "van"]
-        suf = valid[valid["method"] == "suf"]
+        van = valid[valid["configuration"] == "van"]
+        suf = valid[valid["configuration"] == "suf"]
+        # every configuration outside the K sweep (van, suf, ngram, Trident-like entries) is an alternative
+        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
         conf = valid[valid["method"] == "bestkpad"]
         sweep = valid[valid["method"] == "kpad"].sort_values("k")
         cand, basis = None, "K-sweep"
@@ -79,7 +82,7 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
                     f"> van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
                 ),
             )
-        elif cand is not None and not len(van) and not len(suf):
+        elif cand is not None and not len(van) and not len(others):
             row.update(
                 recommended=row["candidate"],
                 method="kpad",
@@ -87,9 +90,11 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
                 reason=f"van and suf have no median in this cell (not measured or failed), so {row['candidate']} "
                 f"({row['candidate_tok_s']:,.1f} tok/s) is the K-sweep's choice, untested against van",
             )
-        elif len(van) or len(suf):
-            pick_suf = len(suf) and (not len(van) or suf_tok > van_tok)
-            sel = suf.iloc[0] if pick_suf else van.iloc[0]
+        elif len(others):
+            sel = others.loc[others["output_tok_s_median"].idxmax()]
+            listed = " and ".join(
+                f"{r['configuration']} ({r['output_tok_s_median']:,.1f})" for _, r in others.iterrows()
+            )
             why = (
                 "no kpad configuration has a valid run"
                 if cand is None
@@ -104,10 +109,7 @@ def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataF
                 recommended=sel["configuration"],
                 method=sel["method"],
                 k=int(sel["k"]) if pd.notna(sel["k"]) else pd.NA,
-                reason=(
-                    f"{why}; {sel['configuration']} has the higher median of van ({van_tok:,.1f}) "
-                    f"and suf ({suf_tok:,.1f}) tok/s"
-                ),
+                reason=f"{why}; {sel['configuration']} has the highest median of {listed} tok/s",
             )
         else:
             row.update(recommended="", method="", k=pd.NA, reason="no configuration has a valid run")
@@ -181,8 +183,8 @@ def to_markdown(
         f"# {title}",
         "",
         f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, "
-        "if its median minus MAD "
-        "exceeds van's median plus MAD; otherwise van or suf, whichever median is higher.",
+        "if its median minus MAD exceeds van's median plus MAD; otherwise the highest median among the "
+        "configurations outside the K sweep (van, suf, ngram, ...).",
         "",
     ]
     if (recs["basis"] == "K-sweep").any():

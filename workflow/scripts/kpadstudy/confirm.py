@@ -1,9 +1,10 @@
 """Confirmation of the K-sweep's best K: pick it, order the reruns, tabulate them, prefer them.
 
 The sweep's best kpad K is the highest of several noisy medians, so its number is biased upward (the
-winner's curse). After the sweep, each cell runs van, suf and the chosen K again (``confirm.repeats``
-interleaved repeats, their own paths under ``results/confirm/``); those numbers are what the figures,
-the comparison and the recommendations then use.
+winner's curse). After the sweep, each cell runs van, suf (and every other configuration outside the
+K sweep: ngram, Trident-like entries) and the chosen K again (``confirm.repeats`` interleaved repeats,
+their own paths under ``results/confirm/``); those numbers are what the figures, the comparison and the
+recommendations then use.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import tables
+from . import runs, tables
 
 
 def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
@@ -41,15 +42,20 @@ def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
 
 
 def confirm_order(
-    best_k: dict[str, Any], configuration_names: list[str]
+    best_k: dict[str, Any], configurations: list[runs.Configuration]
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
-    """Per cell the interleaved order of its confirmation runs: van, suf, kpad<best K>, then the next repeat.
+    """Per cell the interleaved order of its confirmation runs: every configuration of the study outside the
+    K sweep (van, suf, ngram, Trident-like entries: methods other than kpad and nopad), in study order, then
+    kpad<best K>; then the next repeat.
 
-    van and suf are included only where the study runs them (``configuration_names``).
+    Args:
+        best_k: the content of ``results/confirm/best_k.json`` (:func:`pick_best_k`).
+        configurations: the study's configurations (:func:`kpadstudy.runs.configurations`).
     """
+    others = [c.name for c in configurations if c.method not in ("kpad", "nopad")]
     out = {}
     for c in best_k["cells"]:
-        names = [n for n in ("van", "suf") if n in configuration_names] + [f"kpad{c['best_k']}"]
+        names = others + [f"kpad{c['best_k']}"]
         out[(c["model"], c["corpus"])] = [(n, r) for r in range(1, best_k["repeats"] + 1) for n in names]
     return out
 
@@ -66,7 +72,8 @@ def confirmed_cells(runs: pd.DataFrame) -> pd.DataFrame:
 def prefer_confirmed(cells: pd.DataFrame, confirmed: pd.DataFrame) -> pd.DataFrame:
     """The sweep's cells (``phase`` sweep) with the confirmation preferred.
 
-    A confirmed van or suf row with a valid median replaces the sweep's row of the same cell and method;
+    A confirmed row of a configuration outside the K sweep (van, suf, ngram, ...) with a valid median
+    replaces the sweep's row of the same cell and configuration;
     every confirmed ``bestkpad`` row is added (:func:`kpadstudy.tables.best_kpad` then takes the best K's
     number from it, ``best_from`` "separate measurement"). The sweep's kpad rows stay (the K-sweep figure).
     """
@@ -75,10 +82,10 @@ def prefer_confirmed(cells: pd.DataFrame, confirmed: pd.DataFrame) -> pd.DataFra
     if confirmed.empty:
         return sweep
     valid = confirmed[confirmed["output_tok_s_median"].notna()]
-    replace = valid[valid["method"].isin(["van", "suf"])][["model", "corpus", "method"]].assign(_drop=True)
-    merged = sweep.merge(replace, on=["model", "corpus", "method"], how="left")
+    replace = valid[valid["method"] != "bestkpad"][["model", "corpus", "configuration"]].assign(_drop=True)
+    merged = sweep.merge(replace, on=["model", "corpus", "configuration"], how="left")
     kept = merged[merged["_drop"].isna()].drop(columns="_drop")
-    added = pd.concat([valid[valid["method"].isin(["van", "suf"])], confirmed[confirmed["method"] == "bestkpad"]])
+    added = pd.concat([valid[valid["method"] != "bestkpad"], confirmed[confirmed["method"] == "bestkpad"]])
     return (
         pd.concat([kept, added], ignore_index=True)
         .sort_values(["model", "corpus", "method", "k"], kind="stable")

@@ -45,6 +45,7 @@ from . import boot, corpora, cpus, gpus, metrics, ports, runs
 from .record import (
     BENCH_KEYS,
     CLIENT_LIMIT_FRACTION,
+    acceptance,
     classify,
     client_failure,
     client_limit,
@@ -146,7 +147,7 @@ def execute_run(
     pin = config.get("taskset") or {}
     cpus.check_pinning(pin, allowed_cpus)
     backend = config["server"].get("backend", "vllm")
-    if configuration.speculative and backend == "vllm":  # stop before any server starts
+    if configuration.suffix and backend == "vllm":  # stop before any server starts (ngram needs no arctic-inference)
         check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
     retry = config["server"].get("retry") or {"attempts": 1, "adjust": {}}
     boot.attempt_settings(
@@ -461,6 +462,14 @@ def _attempt(
         record.update(metrics.speculation_measures(delta))
         with stage("counters"):
             record.update(step_measures(snap["stats"], after_stats))
+        record.update(
+            acceptance(
+                record["accepted_per_position"],
+                record["real_draft_per_position"],
+                record.get("spec_accepted_tokens"),
+                record["kpad_real_draft_tokens"],
+            )
+        )
         record.update(resolved_settings(server_log.read_text(errors="replace")))
         return "ok"
     except ServerBootError as err:

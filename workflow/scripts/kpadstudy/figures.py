@@ -181,7 +181,8 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
 
 
 def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -> plt.Figure:
-    """van -> suf -> bestKpad per model on ``corpus``: three bars in multiples of van's median output tok/s.
+    """van -> suf (and every other configuration outside the K sweep: ngram, Trident, ...) -> bestKpad per
+    model on ``corpus``: bars in multiples of van's median output tok/s.
 
     Args:
         cells: a cells table; bestKpad as in :func:`kpadstudy.tables.best_kpad` (a separate bestKpad
@@ -202,28 +203,32 @@ def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -
         return fig
     best = best_kpad(d).set_index("model")
     models = sorted(best.index)
-    width = max(6.0, 1.2 * len(models) + 2)
+    others = list(pd.unique(d.loc[~d["method"].isin(["van", "kpad", "nopad", "bestkpad"]), "configuration"]))
+    names = ["van", *others, "bestKpad"]
+    colors = dict(zip(names, ["0.6", *sns.color_palette("tab10", len(others) + 1)], strict=True))
+    bar = 0.8 / len(names)
+    width = max(6.0, 0.4 * len(names) * len(models) + 2)
     fig, ax = plt.subplots(figsize=(width, 4.4))
-    series = [
-        ("van", "van_tok_s", "0.6", "van"),
-        ("suf", "suf_tok_s", "tab:blue", "suf"),
-        ("bestKpad", "best_kpad_tok_s", "tab:orange", "kpad"),
-    ]
-    for j, (label, col, color, method) in enumerate(series):
+    for j, name in enumerate(names):
         for i, m in enumerate(models):
-            x = i + (j - 1) * 0.27
+            x = i + (j - (len(names) - 1) / 2) * bar
             van = best.loc[m, "van_tok_s"]
-            v = best.loc[m, col]
+            if name == "bestKpad":
+                v = best.loc[m, "best_kpad_tok_s"]
+                rows = d[(d["model"] == m) & d["method"].isin(["kpad", "bestkpad"])]
+            else:
+                rows = d[(d["model"] == m) & (d["configuration"] == name)]
+                medians = rows["output_tok_s_median"].dropna()
+                v = medians.iloc[0] if len(medians) else np.nan
             if pd.isna(van) or pd.isna(v):
-                rows = d[(d["model"] == m) & d["method"].isin([method] + (["bestkpad"] if method == "kpad" else []))]
                 why = failure_label(rows) if pd.isna(v) else "no valid van"
                 ax.annotate(why, (x, 0), rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
                 continue
             ratio = v / van
-            ax.bar(x, ratio, width=0.25, color=color, label=label if i == 0 else None)
+            ax.bar(x, ratio, width=bar * 0.92, color=colors[name], label=name if i == 0 else None)
             k = best.loc[m, "best_k"]
             ax.annotate(
-                f"x{ratio:.2f}" + (f"\nK{int(k)}" if label == "bestKpad" and pd.notna(k) else ""),
+                f"x{ratio:.2f}" + (f"\nK{int(k)}" if name == "bestKpad" and pd.notna(k) else ""),
                 (x, ratio),
                 ha="center",
                 va="bottom",
@@ -237,7 +242,7 @@ def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(fontsize=8)
-    _title(ax, f"van -> suf -> bestKpad on {corpus} (multiples of van)", note, width)
+    _title(ax, f"{' -> '.join(names)} on {corpus} (multiples of van)", note, width)
     fig.tight_layout()
     return fig
 

@@ -71,8 +71,10 @@ def plan(
     Returns:
         ``{"models": [{name, tensor_parallel_size, gpus_per_run, size_gb, size_from, runs, run_s}], "runs",
         "confirm_runs", "boots", "disk_gb" (None if any size is unknown), "disk_known_gb", "gpu_s",
-        "wall_s", "assumptions": [str, ...]}``. ``confirm_runs`` counts the confirmation's van, suf and best
-        K per cell; ``boots`` = runs + confirm_runs (one server each; equivalence checks are not boots).
+        "wall_s", "assumptions": [str, ...], "off": [{name, runs, confirm_runs, gpu_s}]}``. ``confirm_runs`` counts
+        the confirmation's configurations outside the K sweep and the best K per cell; ``boots`` = runs +
+        confirm_runs (one server each; equivalence checks are not boots); ``off`` lists what each configuration
+        switched off in the config (``enabled: false``) would add.
     """
     device = config.get("device", "auto")
     p = config["plan"]
@@ -81,11 +83,8 @@ def plan(
     n_prompts = int(config["prompts"]["measured"]) + int(config["prompts"]["warmup"])
     run_s = float(p["boot_s"]) + n_prompts / float(p["requests_per_s"])
     confirm = config.get("confirm") or {"enabled": False}
-    n_confirm_cfg = (
-        (sum(c.name in ("van", "suf") for c in configs) + 1)
-        if confirm["enabled"] and any(c.method == "kpad" for c in configs)
-        else 0
-    )
+    sweeps_k = confirm["enabled"] and any(c.method == "kpad" for c in configs)
+    n_confirm_cfg = (sum(c.method not in ("kpad", "nopad") for c in configs) + 1) if sweeps_k else 0
     models, gpu_s, serial_s = [], 0.0, 0.0
     for name, spec in config["models"].items():
         tp = int(spec.get("tensor_parallel_size", 1))
@@ -106,6 +105,28 @@ def plan(
         )
         gpu_s += (n_runs + n_conf) * run_s * gpus
         serial_s += (n_runs + n_conf) * run_s
+    # what each configuration switched off (enabled: false) would add: its sweep runs, and its confirmation
+    # runs when it is outside the K sweep (the confirmation reruns those)
+    off = []
+    for c in runs.disabled_configurations(config):
+        per_model = len(measured_corpora) * repeats
+        per_model_confirm = (
+            len(measured_corpora) * int(confirm.get("repeats", 0))
+            if sweeps_k and c.method not in ("kpad", "nopad")
+            else 0
+        )
+        n_models = len(config["models"])
+        gpus_all = sum(
+            0 if device == "cpu" else int(m.get("tensor_parallel_size", 1)) for m in config["models"].values()
+        )
+        off.append(
+            {
+                "name": c.name,
+                "runs": per_model * n_models,
+                "confirm_runs": per_model_confirm * n_models,
+                "gpu_s": (per_model + per_model_confirm) * run_s * gpus_all,
+            }
+        )
     total_runs = sum(m["runs"] for m in models)
     confirm_runs = sum(m["confirm_runs"] for m in models)
     sizes = [m["size_gb"] for m in models]
@@ -135,6 +156,7 @@ def plan(
         "wall_s": wall_s,
         "run_s": run_s,
         "assumptions": assumptions,
+        "off": off,
     }
 
 
@@ -174,4 +196,11 @@ def to_markdown(pl: dict[str, Any]) -> str:
         "Assumptions:",
     ]
     lines += [f"- {a}" for a in pl["assumptions"]]
+    if pl.get("off"):
+        lines += ["", "Switched off in this config (`enabled: false`); each would add:"]
+        lines += [
+            f"- {o['name']}: {o['runs']:,} runs + {o['confirm_runs']:,} confirmation runs, "
+            f"{o['gpu_s'] / 3600:,.1f} GPU-hours"
+            for o in pl["off"]
+        ]
     return "\n".join(lines) + "\n"

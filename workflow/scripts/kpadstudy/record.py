@@ -79,6 +79,30 @@ def gpu_driver_version() -> str | None:
 
 STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")
 MODES = ("FULL", "PIECEWISE", "NONE")
+POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
+
+
+def acceptance(
+    accepted_per_position: list[float],
+    real_draft_per_position: list[int],
+    accepted: float | None,
+    real_draft_tokens: int | None,
+) -> dict[str, Any]:
+    """The acceptance rate of real draft tokens, overall and by draft position (pads excluded).
+
+    ``acceptance_rate_real`` = accepted / real draft tokens; ``acceptance_rate_per_position`` [i] = accepted
+    at position i / real draft tokens at position i (None where none was drafted). Unlike vLLM's
+    ``acceptance_rate`` (accepted / draft tokens, pads included), it means the same for ngram, suf, nopad and
+    kpad. Inputs: vLLM's ``spec_decode_num_accepted_tokens`` (total and per position) and the K-pad
+    plugin's scheduler counters over the same measured prompts.
+    """
+    n = max(len(accepted_per_position), len(real_draft_per_position))
+    acc = list(accepted_per_position) + [0.0] * (n - len(accepted_per_position))
+    real = list(real_draft_per_position) + [0] * (n - len(real_draft_per_position))
+    return {
+        "acceptance_rate_real": accepted / real_draft_tokens if accepted is not None and real_draft_tokens else None,
+        "acceptance_rate_per_position": [a / r if r else None for a, r in zip(acc, real, strict=True)],
+    }
 
 
 def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, Any]:
@@ -89,15 +113,25 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
             after the measured prompts (roles ``scheduler`` and ``worker0``; other ranks repeat rank 0's steps).
 
     Returns:
-        ``kpad_<counter>`` for the scheduler counters, ``steps_<MODE>`` and ``decode_steps_<MODE>`` for
-        FULL / PIECEWISE / NONE, and ``full_share_decode`` = FULL decode steps / decode steps (None when no
-        decode step ran). A decode step is one without prompt tokens.
+        ``kpad_<counter>`` for the scheduler counters, ``real_draft_per_position`` (real draft tokens by
+        draft position, 0-based: request-steps whose real draft reached that position; pads excluded),
+        ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
+        = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
+        prompt tokens.
     """
 
     def delta(role: str, key: str) -> int:
         return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
 
     out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
+    positions = sorted(
+        int(key.removeprefix(POSITION_KEY))
+        for key in set(after.get("scheduler", {})) | set(before.get("scheduler", {}))
+        if key.startswith(POSITION_KEY)
+    )
+    out["real_draft_per_position"] = (
+        [delta("scheduler", f"{POSITION_KEY}{i}") for i in range(positions[-1] + 1)] if positions else []
+    )
     for mode in MODES:
         out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
         out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")

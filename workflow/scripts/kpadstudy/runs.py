@@ -2,7 +2,9 @@
 
 Words (used everywhere in this project):
     cell           (model, corpus), as in the study's 77 cells.
-    configuration  ``van`` | ``suf`` | ``kpad`` at a K | ``nopad`` at a K.
+    configuration  a named server setting: method ``van`` (no speculation), ``suf`` (suffix decoding),
+                   ``ngram`` (vLLM's prompt-lookup drafter), ``kpad`` (suffix decoding, drafts padded to K),
+                   ``nopad`` (suffix decoding at a kpad K, unpadded), with its K and server overrides.
     run            (model, corpus, configuration, repeat): one fresh ``vllm serve``.
 
 Server parameters and benchmark parameters are separate data, combined into command lines here and
@@ -13,12 +15,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PLUGIN_NAME = "kpad"
+METHODS = ("van", "suf", "ngram", "kpad", "nopad")
+SUFFIX_METHODS = ("suf", "kpad", "nopad")  # drafts from arctic-inference's suffix tree
+VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "ngram": "ngram"}  # speculative_config.method
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")  # safe as a path part and a wildcard
 
 
 @dataclass(frozen=True)
@@ -26,12 +33,15 @@ class Configuration:
     """One server configuration of the study.
 
     Attributes:
-        name: label used in paths and tables: ``van``, ``suf``, ``kpad8``, ``nopad8``.
-        method: ``van`` | ``suf`` | ``kpad`` | ``nopad``.
+        name: label used in paths and tables: ``van``, ``suf``, ``kpad8``, ``nopad8``, ``ngram7``, ``trident``.
+        method: one of :data:`METHODS`.
         k: ``num_speculative_tokens`` (0 for ``van``).
-        pad: whether the K-pad patch pads drafts to K (``VLLM_SUFFIX_PAD_UNIFORM=1``).
+        pad: whether the K-pad patch pads drafts to K (``VLLM_SUFFIX_PAD_UNIFORM=1``; method ``kpad``).
         cudagraph_mode: vLLM ``compilation_config.cudagraph_mode`` requested.
         gpu_memory_utilization: fraction of GPU memory vLLM may use.
+        speculative_options: more keys of vLLM's speculative config (e.g. ``prompt_lookup_min``).
+        server_args: more ``vllm serve`` options, ``{option without dashes: value}`` (e.g.
+            ``kv_cache_dtype: fp8``, ``max_num_batched_tokens: 8192``).
     """
 
     name: str
@@ -40,42 +50,126 @@ class Configuration:
     pad: bool
     cudagraph_mode: str
     gpu_memory_utilization: float
+    speculative_options: dict[str, Any] = field(default_factory=dict)
+    server_args: dict[str, Any] = field(default_factory=dict)
 
     @property
     def speculative(self) -> bool:
         return self.method != "van"
 
+    @property
+    def suffix(self) -> bool:
+        """Whether its drafts come from suffix decoding (arctic-inference)."""
+        return self.method in SUFFIX_METHODS
+
 
 def configurations(config: dict[str, Any]) -> list[Configuration]:
-    """Expand ``config["configurations"]`` into the ordered list van, suf, kpad K..., nopad K....
+    """Expand ``config["configurations"]`` into the ordered list of configurations (one cell's run order).
 
-    The order is the interleaving order of a cell's runs within one repeat.
+    Two forms (``config/schema.yaml``):
+
+    * the list of named entries: ``{name?, method, k?, enabled?, cudagraph_mode?, gpu_memory_utilization?,
+      speculative?, server_args?}``, in the order given. ``k`` may be a list: one configuration per K.
+      Default names: ``van`` and ``suf`` for a single entry of those methods, else ``<method><k>``; a given
+      ``name`` with a list of K becomes ``<name><k>``.
+    * the mapping of the first studies, kept as it was: ``van: {enabled}``, ``suf: {enabled, k, cudagraph_mode,
+      gpu_memory_utilization}``, ``kpad: {k: [...]}``, ``nopad: {k: [...]}`` -> van, suf, kpad K..., nopad K...
+
+    Unset modes and memory shares come from ``server``.
+
+    Raises:
+        ValueError: a name that is not safe as a path part, names that repeat, a K on van or a missing K,
+            speculative options that set ``method`` or ``num_speculative_tokens``; the message names the
+            entry and what to change.
     """
-    server = config["server"]
     spec = config["configurations"]
-    mode, gmu = server["cudagraph_mode"], server["gpu_memory_utilization"]
+    entries = _legacy_entries(spec) if isinstance(spec, dict) else list(spec)
     out: list[Configuration] = []
-    if spec.get("van", {}).get("enabled", True):
-        out.append(Configuration("van", "van", 0, False, mode, gmu))
+    for i, entry in enumerate(entries):
+        out += _expand(entry, config["server"], f"configurations[{i}]")
+    names = [c.name for c in out]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(
+            f"config 'configurations' yields duplicate names {repeated}: give each entry its own name, list each K once"
+        )
+    return out
+
+
+def disabled_configurations(config: dict[str, Any]) -> list[Configuration]:
+    """The configurations of the entries switched off (``enabled: false``), as they would run if switched on.
+
+    ``snakemake plan`` lists what each would add. Raises as :func:`configurations`.
+    """
+    spec = config["configurations"]
+    entries = _legacy_entries(spec) if isinstance(spec, dict) else list(spec)
+    out: list[Configuration] = []
+    for i, entry in enumerate(entries):
+        if not entry.get("enabled", True):
+            out += _expand({**entry, "enabled": True}, config["server"], f"configurations[{i}]")
+    return out
+
+
+def _legacy_entries(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries of the mapping form (van, suf, kpad K..., nopad K...) as list-form entries.
+
+    Absent keys: van and suf enabled (suf K=32), kpad K 4, 6, 8, 12, no nopad (the study's defaults).
+    """
     suf = spec.get("suf", {})
-    if suf.get("enabled", True):
+    return [
+        {"method": "van", "enabled": spec.get("van", {}).get("enabled", True)},
+        {"name": "suf", "method": "suf", "k": int(suf.get("k", 32)), "enabled": suf.get("enabled", True)}
+        | {key: suf[key] for key in ("cudagraph_mode", "gpu_memory_utilization") if key in suf},
+        *({"method": "kpad", "k": int(k)} for k in spec.get("kpad", {}).get("k", [4, 6, 8, 12])),
+        *({"method": "nopad", "k": int(k)} for k in spec.get("nopad", {}).get("k", [])),
+    ]
+
+
+def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[Configuration]:
+    """One list-form entry -> its configurations (none when ``enabled`` is false); see :func:`configurations`."""
+    if not entry.get("enabled", True):
+        return []
+    method = entry.get("method")
+    if method not in METHODS:
+        raise ValueError(f"{where}: method {method!r} is not one of {list(METHODS)}")
+    options = dict(entry.get("speculative") or {})
+    fixed = sorted({"method", "num_speculative_tokens"} & set(options))
+    if fixed:
+        raise ValueError(
+            f"{where}: speculative sets {fixed}, which come from the entry's method and k; remove them there"
+        )
+    ks = entry.get("k")
+    if method == "van":
+        if ks not in (None, 0) or options:
+            raise ValueError(f"{where}: method van takes no k and no speculative options")
+        ks_list, several = [0], False
+    else:
+        if ks is None:
+            raise ValueError(f"{where}: method {method} needs k (num_speculative_tokens), an integer or a list")
+        several = isinstance(ks, list)
+        ks_list = [int(k) for k in (ks if several else [ks])]
+    out = []
+    for k in ks_list:
+        if "name" in entry:
+            name = f"{entry['name']}{k}" if several else str(entry["name"])
+        else:
+            name = method if method == "van" or (method == "suf" and not several) else f"{method}{k}"
+        if not NAME_PATTERN.match(name):
+            raise ValueError(
+                f"{where}: name {name!r} is not safe as a path part: use letters, digits, _ . + - (at most 64)"
+            )
         out.append(
             Configuration(
-                "suf",
-                "suf",
-                int(suf.get("k", 32)),
-                False,
-                suf.get("cudagraph_mode", mode),
-                suf.get("gpu_memory_utilization", gmu),
+                name=name,
+                method=method,
+                k=k,
+                pad=method == "kpad",
+                cudagraph_mode=entry.get("cudagraph_mode", server["cudagraph_mode"]),
+                gpu_memory_utilization=entry.get("gpu_memory_utilization", server["gpu_memory_utilization"]),
+                speculative_options=options,
+                server_args=dict(entry.get("server_args") or {}),
             )
         )
-    for k in spec.get("kpad", {}).get("k", []):
-        out.append(Configuration(f"kpad{k}", "kpad", int(k), True, mode, gmu))
-    for k in spec.get("nopad", {}).get("k", []):
-        out.append(Configuration(f"nopad{k}", "nopad", int(k), False, mode, gmu))
-    names = [c.name for c in out]
-    if len(set(names)) != len(names):
-        raise ValueError(f"config 'configurations' yields duplicate names {names}: list each K once")
     return out
 
 
@@ -87,6 +181,22 @@ def run_order(configs: list[Configuration], repeats: int) -> list[tuple[str, int
         Slow drift of the machine then hits every configuration alike.
     """
     return [(c.name, r) for r in range(1, repeats + 1) for c in configs]
+
+
+def option_args(options: dict[str, Any]) -> list[str]:
+    """``vllm serve`` arguments of ``{option: value}``: ``kv_cache_dtype: fp8`` -> ``--kv-cache-dtype fp8``.
+
+    ``True`` gives the bare flag, ``False`` and ``None`` leave the option out; a dict or list value is
+    passed as JSON (vLLM parses JSON options).
+    """
+    out: list[str] = []
+    for key, value in options.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is not False and value is not None:
+            out += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
+    return out
 
 
 def server_command(
@@ -142,7 +252,9 @@ def server_command(
             json.dumps({"cudagraph_mode": configuration.cudagraph_mode}),
         ]
     if configuration.speculative:
-        cmd += ["--speculative-config", json.dumps({"method": "suffix", "num_speculative_tokens": configuration.k})]
+        speculative = {"method": VLLM_METHOD[configuration.method], "num_speculative_tokens": configuration.k}
+        cmd += ["--speculative-config", json.dumps({**speculative, **configuration.speculative_options})]
+    cmd += option_args(configuration.server_args)
     cmd += [str(a) for a in server.get("extra_args", [])]
     return cmd
 
@@ -265,9 +377,15 @@ def warmup_args(dataset_path: str, num_prompts: int) -> list[str]:
 
 
 def describe(configuration: Configuration) -> dict[str, Any]:
-    """The configuration as a flat dict of table columns (``configuration`` = its name)."""
+    """The configuration as a flat dict of table columns (``configuration`` = its name).
+
+    ``speculative_options`` and ``server_args`` become JSON text (``"{}"`` when empty), so every
+    configuration has the same columns in Parquet.
+    """
     d = asdict(configuration)
     d["configuration"] = d.pop("name")
+    for key in ("speculative_options", "server_args"):
+        d[key] = json.dumps(d[key], sort_keys=True)
     return d
 
 

@@ -104,3 +104,76 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def kbar_geometric(alpha: float, gamma: int) -> float:
+    """Expected tokens per request-step when each of ``gamma`` draft positions is accepted independently with
+    probability ``alpha`` (acceptance stops at the first rejection): ``(1 - alpha^(gamma+1)) / (1 - alpha)``;
+    ``gamma + 1`` at ``alpha == 1``. The form of the speculative-decoding literature (Leviathan et al. 2023)."""
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def kbar_linear(alpha: float, gamma: int) -> float:
+    """Tokens per request-step when acceptance at successive positions is fully correlated: ``1 + alpha x gamma``
+    (the series' earlier suffix study found this fits ngram better than the geometric form)."""
+    return 1.0 + alpha * gamma
+
+
+def kbar_fit(runs: pd.DataFrame) -> pd.DataFrame:
+    """Which model of tokens per request-step fits the measured runs better, per configuration.
+
+    For every valid speculative run with ``acceptance_rate_real`` (alpha: accepted / real draft tokens, pads
+    excluded; :func:`kpadstudy.record.acceptance`) and K (gamma = the configured ``num_speculative_tokens``):
+    the geometric and the linear prediction (:func:`kbar_geometric`, :func:`kbar_linear`) against the measured
+    ``tokens_per_request_step``. Neither prediction uses the measured value.
+
+    Args:
+        runs: the runs table (``results/runs.parquet``).
+
+    Returns:
+        One row per (configuration, method, k): ``n_runs``, ``alpha_median``, ``k_bar_median`` (measured),
+        ``rmse_geometric``, ``rmse_linear`` (root mean square error over the runs, in tokens per request-step)
+        and ``better`` (``geometric``, ``linear``, or ``tie``). Empty when no run has the counters.
+    """
+    columns = [
+        "configuration",
+        "method",
+        "k",
+        "n_runs",
+        "alpha_median",
+        "k_bar_median",
+        "rmse_geometric",
+        "rmse_linear",
+        "better",
+    ]
+    need = {"acceptance_rate_real", "tokens_per_request_step", "status", "method", "k"}
+    if runs.empty or not need <= set(runs.columns):
+        return pd.DataFrame(columns=columns)
+    r = runs[(runs["status"] == "ok") & (runs["method"] != "van")].copy()
+    r["alpha"] = pd.to_numeric(r["acceptance_rate_real"], errors="coerce")
+    r["k_bar"] = pd.to_numeric(r["tokens_per_request_step"], errors="coerce")
+    r = r.dropna(subset=["alpha", "k_bar"])
+    rows = []
+    for (name, method, k), g in r.groupby(["configuration", "method", "k"], sort=True):
+        geometric = np.array([kbar_geometric(a, int(k)) for a in g["alpha"]])
+        linear = np.array([kbar_linear(a, int(k)) for a in g["alpha"]])
+        measured = g["k_bar"].to_numpy()
+        rmse_g = float(np.sqrt(np.mean((geometric - measured) ** 2)))
+        rmse_l = float(np.sqrt(np.mean((linear - measured) ** 2)))
+        better = "tie" if np.isclose(rmse_g, rmse_l) else ("geometric" if rmse_g < rmse_l else "linear")
+        rows.append(
+            {
+                "configuration": name,
+                "method": method,
+                "k": int(k),
+                "n_runs": len(g),
+                "alpha_median": float(g["alpha"].median()),
+                "k_bar_median": float(np.median(measured)),
+                "rmse_geometric": rmse_g,
+                "rmse_linear": rmse_l,
+                "better": better,
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)

@@ -22,6 +22,7 @@ SUMMARIZED = [
     "ttft_mean_ms",
     "tokens_per_request_step",
     "acceptance_rate",
+    "acceptance_rate_real",
     "mean_acceptance_length",
     "full_share_decode",
 ]
@@ -112,7 +113,8 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
     otherwise the sweep does (``best_from`` "K-sweep").
 
     Columns: ``model, corpus, best_k, best_kpad_tok_s, best_from, sweep_best_k, sweep_best_tok_s, van_tok_s,
-    suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios). ``best_k`` is NA when no
+    suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios; van and suf are the
+    configurations of those names, the study's van(OFF) and suf(OFF)). ``best_k`` is NA when no
     kpad configuration has a valid repeat.
     """
     rows = []
@@ -121,8 +123,9 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
 
-        def median_of(method: str, group=group) -> float:
-            g = group[group["method"] == method]["output_tok_s_median"].dropna()
+        def median_of(name: str, group=group) -> float:
+            # by configuration name: a study may run several configurations of one method (suf and trident)
+            g = group[group["configuration"] == name]["output_tok_s_median"].dropna()
             return float(g.iloc[0]) if len(g) else float("nan")
 
         van, suf = median_of("van"), median_of("suf")
