@@ -56,21 +56,26 @@ def corpus_file(tmp_path: Path) -> Path:
     return path
 
 
-def run(tmp_path: Path, cfg: dict, model_path: Path) -> dict:
-    out = tmp_path / "record.json"
-    record = execute.execute_run(
+def execute_run(tmp_path: Path, cfg: dict, model_path: Path, configuration: str = "van") -> dict:
+    """``execute.execute_run`` of one run of ``configuration`` on the corpus of :func:`corpus_file`."""
+    return execute.execute_run(
         config=cfg,
         model=MODEL,
         model_path=str(model_path),
         corpus_path=str(corpus_file(tmp_path)),
         corpus="c",
-        configuration_name="van",
+        configuration_name=configuration,
         repeat=1,
-        out_json=out,
+        out_json=tmp_path / "record.json",
         log_dir=tmp_path / "logs",
         plugin_path=str(ROOT / "workflow" / "scripts"),
         allowed_cpus=os.sched_getaffinity(0),
     )
+
+
+def run(tmp_path: Path, cfg: dict, model_path: Path) -> dict:
+    out = tmp_path / "record.json"
+    record = execute_run(tmp_path, cfg, model_path)
     assert json.loads(out.read_text())["status"] == record["status"]  # written, also when the run failed
     pid = int((tmp_path / "logs" / "server.pid").read_text())
     assert not group_alive(pid), "the server's process group outlived the run"
@@ -138,19 +143,7 @@ def test_a_config_error_still_fails_the_job_and_writes_no_record(tmp_path, smol_
     cfg = make_config(tmp_path, smol_model)
     del cfg["load"]["max_concurrency"]
     with pytest.raises(KeyError, match="max_concurrency"):
-        execute.execute_run(
-            config=cfg,
-            model=MODEL,
-            model_path=str(smol_model),
-            corpus_path=str(corpus_file(tmp_path)),
-            corpus="c",
-            configuration_name="van",
-            repeat=1,
-            out_json=tmp_path / "record.json",
-            log_dir=tmp_path / "logs",
-            plugin_path=str(ROOT / "workflow" / "scripts"),
-            allowed_cpus=os.sched_getaffinity(0),
-        )
+        execute_run(tmp_path, cfg, smol_model)
     assert not (tmp_path / "record.json").exists()
 
 
@@ -159,15 +152,4 @@ def test_an_unknown_configuration_fails_the_job_naming_it(tmp_path, smol_model):
     with pytest.raises(
         ValueError, match=r"^configuration 'kpad7' is not in config 'configurations' \(it yields \['van'\]\)$"
     ):
-        execute.execute_run(
-            config=cfg,
-            model=MODEL,
-            model_path=str(smol_model),
-            corpus_path=str(corpus_file(tmp_path)),
-            corpus="c",
-            configuration_name="kpad7",
-            repeat=1,
-            out_json=tmp_path / "record.json",
-            log_dir=tmp_path / "logs",
-            plugin_path=str(ROOT / "workflow" / "scripts"),
-        )
+        execute_run(tmp_path, cfg, smol_model, configuration="kpad7")
