@@ -134,6 +134,15 @@ def test_a_port_range_inside_the_ephemeral_range_is_refused_with_what_to_change(
     )
 
 
+def test_a_reversed_or_narrow_port_range_is_refused(tmp_path):
+    for bad in ((41000, 40000), (20000, 20062)):
+        with pytest.raises(
+            ValueError, match=rf"^node.port_range \[{bad[0]}, {bad[1]}\] holds fewer than 64 ports: give"
+        ):
+            with ports.port_block(str(tmp_path), bad, ephemeral=LINUX_EPHEMERAL):
+                pass
+
+
 def test_ephemeral_range_is_read_from_the_kernels_file(tmp_path):
     f = tmp_path / "ip_local_port_range"
     f.write_text("32768\t60999\n")

@@ -38,7 +38,8 @@ def test_embedded_dry_run(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "runs", "equivalence"), [("gpu-embedded.yaml", 7 * 3, 0), ("gpu-x2-tp2.yaml", 2 * 2, 1)]
+    ("name", "runs", "equivalence"),
+    [("gpu-embedded.yaml", 7 * 3, 0), ("gpu-x2-tp2.yaml", 2 * 2, 1), ("gpu-configurations.yaml", 5 * 3, 0)],
 )
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
     p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / name), workdir=tmp_path)
@@ -62,6 +63,26 @@ def test_wrong_key_is_named(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode != 0
     assert "Additional properties are not allowed ('max_concurency' was unexpected)" in out
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda c: c.update(configurations=[{"method": "van"}, {"method": "van"}]),
+            "configurations' yields duplicate names ['van']: give each entry its own name",
+        ),
+        (
+            lambda c: c.update(taskset={"slots": [{"server": "0", "client": "1"}, {"server": "1", "client": None}]}),
+            "taskset.slots[0] and taskset.slots[1] share CPUs 1: runs side by side would measure each other",
+        ),
+        (lambda c: c.update(configurations=[{"method": "kpad", "k": [4, 4]}]), "[4, 4] has non-unique elements"),
+    ],
+)
+def test_a_bad_configuration_is_refused_at_planning_naming_the_config_file(tmp_path, mutate, message):
+    p = snakemake("-n", "--configfile", write_config(tmp_path, mutate), workdir=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and f"config {tmp_path / 'c.yaml'}: " in out and message in out, out[-2000:]
 
 
 def test_wrong_type_is_named(tmp_path):

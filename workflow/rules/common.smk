@@ -6,11 +6,26 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+from snakemake.exceptions import WorkflowError  # noqa: E402
+
 from kpadstudy import confirm as kconfirm  # noqa: E402
 from kpadstudy import cpus as kcpus  # noqa: E402
 from kpadstudy import runs as kruns  # noqa: E402
 
-CONFIGURATIONS = kruns.configurations(config)
+
+def config_error(message):
+    """A config problem found while planning, as one line naming the config file(s), like the schema's errors."""
+    files = ", ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml"
+    return WorkflowError(f"config {files}: {message}")
+
+
+try:
+    CONFIGURATIONS = kruns.configurations(config)
+    # threads of a run job: the CPUs of one taskset slot (server and client together), so runs with small
+    # CPU slots run side by side; 1 when nothing is pinned. Never workflow.cores: that serialises runs.
+    RUN_THREADS = max(1, kcpus.pinned_cpu_count(config["taskset"]))
+except ValueError as err:
+    raise config_error(err) from None
 MODELS = list(config["models"])
 BASE_CORPORA = list(config["corpora"])
 MIX = config["mix"]["name"] if config["mix"]["components"] else None
@@ -22,9 +37,6 @@ REFERENCE_CSV = str(Path(workflow.basedir) / config["reference"]["csv"])  # an a
 REFERENCE_PARQUET = "results/reference/kpad_published.parquet"
 # figures of rule figures (results/cells.parquet, results/runs.parquet, the published study)
 FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad", "ours_vs_published", "k_vs_r"]
-# threads of a run job: the CPUs its taskset lists name (server and client together), so runs with
-# small CPU lists can run side by side; 1 when nothing is pinned. Never workflow.cores: that serialises runs.
-RUN_THREADS = max(1, kcpus.pinned_cpu_count(config["taskset"]))
 CONFIRM = config["confirm"]
 # cells the figures, comparison and recommendations read: with confirmation, the sweep's cells with the
 # confirmation's van / suf / bestkpad rows preferred (rule analysis_cells)
@@ -38,19 +50,19 @@ CACHE_FIGURES = (
 )
 
 if MIX in BASE_CORPORA:
-    raise ValueError(f"config mix.name {MIX!r} is also a corpus name; pick another")
+    raise config_error(f"mix.name {MIX!r} is also a corpus name; pick another")
 for _c in config["mix"]["components"]:
     if _c not in BASE_CORPORA:
-        raise ValueError(f"config mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
+        raise config_error(f"mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
 for _key, _names in (
     ("measure_corpora", config["measure_corpora"] or []),
     ("equivalence.corpora", config["equivalence"]["corpora"] or []),
 ):
     for _c in _names:
         if _c not in CORPORA:
-            raise ValueError(f"config {_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
+            raise config_error(f"{_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
 if not CONFIGURATIONS:
-    raise ValueError("config configurations enables nothing: enable van or suf, or list a kpad / nopad K")
+    raise config_error("configurations enables nothing: give at least one entry without enabled: false")
 
 
 def _alternatives(names):

@@ -113,10 +113,16 @@ def port_block(
         ephemeral: the kernel's ephemeral range (default: :func:`ephemeral_range`).
 
     Raises:
+        ValueError: ``port_range`` holds fewer than ``size`` ports (reversed, or too narrow).
         RuntimeError: no block fits in ``port_range`` outside the ephemeral range, or every block is locked
             or has its first two ports in use (the message gives the ranges and what to change).
     """
     lo, hi = port_range or PORT_RANGE
+    if hi - lo + 1 < size:
+        raise ValueError(
+            f"node.port_range [{lo}, {hi}] holds fewer than {size} ports: "
+            f"give [first, last] with last >= first + {size - 1}"
+        )
     eph = ephemeral or ephemeral_range()
     firsts = usable_blocks((lo, hi), eph, size)
     where = f"node.port_range {lo}-{hi} outside the kernel's ephemeral ports {eph[0]}-{eph[1]} ({EPHEMERAL_FILE})"
