@@ -137,6 +137,7 @@ def test_command_line_is_built_from_server_command_and_env():
         tensor_parallel_size=2,
         device="cuda",
         cpus="0-3",
+        max_concurrency=32,
         python="python",
     )
     assert line.startswith(
@@ -146,6 +147,8 @@ def test_command_line_is_built_from_server_command_and_env():
     assert (
         """--speculative-config '{"method": "suffix", "num_speculative_tokens": 4}'""" in line
         and "--tensor-parallel-size 2" in line
+        and "--max-num-seqs 32" in line  # the study's concurrency (load.max_concurrency default): 32 x (1 + 4) = 160
+        and '"max_cudagraph_capture_size": 160' in line
     )
     assert shlex.split(line)[4:] == cmd  # after the 4 environment assignments: exactly runs.server_command's argv
     md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)

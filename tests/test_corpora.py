@@ -186,8 +186,39 @@ def test_mix_equal_shares_disjoint_splits_same_bytes(tmp_path):
     corpora.write_jsonl(mix, p1)
     corpora.write_jsonl(build_mix("mix", comps, n_warmup=3, n_measured=7, seed=0), p2)
     assert p1.read_bytes() == p2.read_bytes()
-    with pytest.raises(corpora.CorpusError, match="component 'a' has 10 measured prompts, needs 11"):
-        build_mix("mix", comps, n_warmup=3, n_measured=31, seed=0)
+    # a's share of 34 is 12: its 10 measured records and the one warm-up record the mix left are 11
+    with pytest.raises(corpora.CorpusError, match="component 'a' has 11 usable measured prompts, needs 12"):
+        build_mix("mix", comps, n_warmup=3, n_measured=34, seed=0)
+
+
+def test_mix_warmup_and_measured_are_disjoint_by_normalized_text():
+    """A text that is a warm-up prompt of one component and a measured prompt of another (NFKC, case,
+    whitespace aside), or measured twice, is replaced from the same component; counted, and the mix keeps its size."""
+
+    def rec(comp, i, split, text):
+        return {"corpus": comp, "id": str(i), "split": split, "messages": [{"role": "user", "content": text}]}
+
+    comps = {
+        "a": [rec("a", 0, "warmup", "hi"), rec("a", 1, "warmup", "a spare"), rec("a", 2, "measured", "a one")],
+        "b": [
+            rec("b", 0, "warmup", "b warm"),
+            rec("b", 1, "measured", "  HI "),  # a's warm-up prompt, other case and spaces
+            rec("b", 2, "measured", "ﬁle"),  # NFKC: the ligature is "file"
+            rec("b", 3, "measured", "b two"),
+            rec("b", 4, "measured", "b three"),
+        ],
+        "c": [
+            rec("c", 0, "warmup", "c warm"),
+            rec("c", 1, "measured", "FILE"),  # b's measured "ﬁle"
+            rec("c", 2, "measured", "c one"),
+            rec("c", 3, "measured", "c two"),
+        ],
+    }
+    counts = Counter()
+    mix = build_mix("mix", comps, n_warmup=3, n_measured=6, seed=0, counts=counts)
+    measured = sorted(r["id"] for r in mix if r["split"] == "measured")
+    assert measured == ["a:1", "a:2", "b:2", "b:3", "c:2", "c:3"]  # a's unused warm-up fills its share
+    assert dict(counts) == {"mix_b_skipped_warmup_text": 1, "mix_c_skipped_duplicate": 1}
 
 
 def test_packaged_sharegpt_is_read_up_to_its_cut(caplog):
@@ -259,7 +290,14 @@ def test_corpus_sizes_component_only_gives_its_share():
 
 def test_mix_weighted_shares():
     comps = {
-        c: [{"id": f"{c}{i}", "split": "warmup" if i < 4 else "measured", "messages": []} for i in range(12)]
+        c: [
+            {
+                "id": f"{c}{i}",
+                "split": "warmup" if i < 4 else "measured",
+                "messages": [{"role": "user", "content": c + str(i)}],
+            }
+            for i in range(12)
+        ]
         for c in ("a", "b")
     }
     mix = build_mix("mix", comps, n_warmup=4, n_measured=8, seed=1, weights={"a": 3, "b": 1})

@@ -111,6 +111,20 @@ def test_resolved_settings_and_provenance(study):
     assert json.loads(runs.loc["van", "accepted_per_position"]) == []
 
 
+def test_every_request_passed_its_checks_and_the_server_counted_the_corpus_prompt_tokens(study):
+    """Per-request checks found nothing on a healthy server, and the prompt tokens the server reported
+    (usage.prompt_tokens summed) equal the corpus's own count (chat template applied) for every run."""
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    assert (runs["failed_requests"] == "{}").all()
+    assert (runs["server_prompt_tokens"] == runs["corpus_prompt_tokens"]).all(), runs[
+        ["server_prompt_tokens", "corpus_prompt_tokens"]
+    ]
+    assert runs["corpus_prompt_tokens"].nunique() == 1 and runs["corpus_prompt_tokens"].iloc[0] > 8 * 20
+    # vLLM 0.32 logs no async-scheduling line: the plugin reads it from vLLM's resolved config
+    assert runs["async_scheduling"].notna().all(), runs["async_scheduling"]
+    assert runs["graph_lost"].isna().all()  # no cudagraphs on CPU
+
+
 def test_equivalence_rule(study):
     eq = pd.read_parquet(study / "results" / "equivalence.parquet").iloc[0]
     assert (eq["model"], eq["corpus"], eq["k"], eq["dtype"], eq["device"]) == (

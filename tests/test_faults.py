@@ -4,8 +4,8 @@ process group is stopped, the job goes on; an error in our own inputs still fail
 
 Each run is ``execute_run`` in this process against the fake server (no model is served; the client is
 the real ``vllm bench serve`` and imports vLLM, about 10-20 s per run on 2 cores). Faults come from the
-fake server (``server.fake.fail_requests``, ``server.fake.metrics_text``) or from monkeypatching inside
-this process.
+fake server (``server.fake.fail_requests``, ``server.fake.metrics_text``, ``server.fake.fault``) or from
+monkeypatching inside this process.
 """
 
 import json
@@ -104,7 +104,10 @@ def test_boot_an_exception_of_the_health_probe_is_a_boot_failed_record(tmp_path,
 
 def test_warmup_failed_requests_make_the_run_invalid(tmp_path, smol_model):
     r = run(tmp_path, make_config(tmp_path, smol_model, fail_requests=N_WARMUP), smol_model)
-    assert (r["status"], r["reason"]) == ("invalid", f"warm-up: {N_WARMUP} of {N_WARMUP} requests failed")
+    assert (r["status"], r["reason"]) == (
+        "invalid",
+        f"warm-up: {N_WARMUP} of {N_WARMUP} requests failed (http_error {N_WARMUP}): HTTP 500 Internal Server Error",
+    )
     assert (r["completed"], r["failed"]) == (N_MEASURED, 0)  # the measured prompts themselves went through
 
 
@@ -153,3 +156,50 @@ def test_an_unknown_configuration_fails_the_job_naming_it(tmp_path, smol_model):
         ValueError, match=r"^configuration 'kpad7' is not in config 'configurations' \(it yields \['van'\]\)$"
     ):
         execute_run(tmp_path, cfg, smol_model, configuration="kpad7")
+
+
+ERROR_EVENT_TEXT = (
+    'error event: {"message": "fake server: injected engine error", "type": "BadRequestError", "param": null, '
+    '"code": 400}'
+)
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("error_event", ERROR_EVENT_TEXT),
+        ("zero_output", "zero_output: 0 output tokens (max_tokens 8), finish_reason stop"),
+        ("no_finish_reason", "no_finish_reason: 8 output tokens (max_tokens 8), finish_reason None"),
+        ("cut_stream", "stream ended before [DONE]"),
+        ("over_max_tokens", "over_max_tokens: 12 output tokens (max_tokens 8), finish_reason length"),
+    ],
+)
+def test_a_bad_stream_fails_its_request_and_the_run(tmp_path, smol_model, fault, error):
+    """Each stream that vLLM's own request function counts as completed (HTTP 200, then the fault) fails the
+    first measured request; the record counts it by kind and the run is invalid."""
+    cfg = make_config(tmp_path, smol_model, fault=fault, fault_request=N_WARMUP + 1)
+    r = run(tmp_path, cfg, smol_model)
+    assert (r["status"], r["reason"]) == ("invalid", f"1 of {N_MEASURED} requests failed ({fault} 1): {error}")
+    assert (r["completed"], r["failed"], r["failed_requests"]) == (N_MEASURED - 1, 1, {fault: 1})
+
+
+def test_a_bad_warmup_stream_is_named_as_warmup(tmp_path, smol_model):
+    r = run(tmp_path, make_config(tmp_path, smol_model, fault="error_event", fault_request=1), smol_model)
+    assert (r["status"], r["reason"]) == (
+        "invalid",
+        f"warm-up: 1 of {N_WARMUP} requests failed (error_event 1): {ERROR_EVENT_TEXT}",
+    )
+    assert r["failed_requests"] == {}  # the measured prompts went through
+
+
+@pytest.mark.parametrize("fault", ["stall", "stall_half"])
+def test_a_stalled_server_ends_the_run_invalid_and_stops_it(tmp_path, smol_model, fault):
+    """/health keeps answering 200; the first measured request is never answered (stall) or stops after half
+    its tokens (stall_half). The watchdog (load.stall_s = 3) stops the client; the record is written and the
+    server's group stopped (:func:`run` checks both)."""
+    cfg = make_config(tmp_path, smol_model, fault=fault, fault_request=N_WARMUP + 1)
+    cfg["load"]["stall_s"] = 3
+    r = run(tmp_path, cfg, smol_model)
+    assert r["status"] == "invalid"
+    assert r["reason"].startswith("measurement: stall: no token streamed for 3 s (load.stall_s; "), r["reason"]
+    assert r["reason"].endswith("chunks streamed before), server /health still answering")

@@ -184,6 +184,7 @@ def test_describe_flattens_configuration():
         "gpu_memory_utilization": 0.85,
         "speculative_options": "{}",
         "server_args": "{}",
+        "capture_sizing": True,
     }
     json.dumps(d)
 

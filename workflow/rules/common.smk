@@ -21,6 +21,7 @@ def config_error(message):
 
 try:
     CONFIGURATIONS = kruns.configurations(config)
+    kruns.check_capture(config)
     # threads of a run job: the CPUs of one taskset slot (server and client together), so runs with small
     # CPU slots run side by side; 1 when nothing is pinned. Never workflow.cores: that serialises runs.
     RUN_THREADS = max(1, kcpus.pinned_cpu_count(config["taskset"]))

