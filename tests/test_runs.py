@@ -204,3 +204,20 @@ def test_workflow_commit_prefers_the_variable_then_git(tmp_path, monkeypatch):
     assert runs.workflow_commit(str(tmp_path), {}) == sha
     (tmp_path / "f").write_text("2")
     assert runs.workflow_commit(str(tmp_path), {}) == sha + "-dirty"
+
+
+def test_run_order_is_shuffled_per_repeat_with_its_seed():
+    configs = runs.configurations(
+        {**CONFIG, "configurations": [{"method": "van"}, {"method": "kpad", "k": [4, 8, 12]}]}
+    )
+    plain = runs.run_order(configs, 2, None)
+    assert plain == [(n, r) for r in (1, 2) for n in ("van", "kpad4", "kpad8", "kpad12")]
+    shuffled = runs.run_order(configs, 3, 0)
+    # random.Random("0/1"), ("0/2"), ("0/3").shuffle of the config order: the same for everyone with seed 0
+    assert [n for n, r in shuffled if r == 1] == ["van", "kpad4", "kpad8", "kpad12"]
+    assert [n for n, r in shuffled if r == 2] == ["kpad4", "van", "kpad12", "kpad8"]
+    assert [n for n, r in shuffled if r == 3] == ["kpad12", "kpad8", "van", "kpad4"]
+    assert [r for _, r in shuffled] == [1] * 4 + [2] * 4 + [3] * 4  # repeats stay blocks, in order
+    assert runs.run_order(configs, 3, 0) == shuffled and runs.run_order(configs, 3, 1) != shuffled
+    cfg = {**CONFIG, "configurations": [{"method": "van"}, {"method": "kpad", "k": [4, 8, 12]}], "repeats": 3}
+    assert runs.position({**cfg, "order_seed": 0}, "van", 3) == 3 and runs.position(cfg, "van", 3) == 1

@@ -2,6 +2,7 @@ rule recommendations:
     """Per cell the configuration to serve with and its exact server command line and environment."""
     input:
         cells=ANALYSIS_CELLS,
+        runs="results/runs.parquet",
     output:
         report("results/recommendations.md", category="Tables", caption=caption("recommendations")),
     log:

@@ -1,10 +1,14 @@
 rule tables:
-    """Run records -> runs.parquet (one row per run) and cells.parquet (median, MAD per configuration)."""
+    """Run records -> runs.parquet (one row per run), cells.parquet (median, MAD per configuration) and
+    paired.parquet / paired.md (within-repeat ratios over repeats, with intervals) and drift.parquet."""
     input:
         all_runs(),
     output:
         runs="results/runs.parquet",
         cells="results/cells.parquet",
+        paired="results/paired.parquet",
+        paired_md="results/paired.md",
+        drift="results/drift.parquet",
     log:
         "results/logs/tables.log",
     conda:

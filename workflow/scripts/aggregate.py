@@ -5,7 +5,7 @@ import logging
 import pandas as pd
 
 from _rule import setup_logging
-from kpadstudy import confirm, tables
+from kpadstudy import confirm, paired, tables
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
@@ -16,6 +16,12 @@ if sm.rule == "tables":
     cells = tables.cells(runs)
     cells.to_parquet(sm.output.cells, index=False)
     log.info("%d runs (%s) -> %d cell configurations", len(runs), runs["status"].value_counts().to_dict(), len(cells))
+    pairs, drift = paired.paired_table(runs), paired.drift_table(runs)
+    pairs.to_parquet(sm.output.paired, index=False)
+    drift.to_parquet(sm.output.drift, index=False)
+    with open(sm.output.paired_md, "w") as f:
+        f.write(paired.to_markdown(pairs, drift))
+    log.info("%d paired comparisons", len(pairs))
 elif sm.rule == "confirmed_table":
     runs = tables.read_runs(sm.input)
     out = confirm.confirmed_cells(runs) if len(runs) else pd.DataFrame()

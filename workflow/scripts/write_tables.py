@@ -74,9 +74,13 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
     return t
 
 
-def write_recommendations(cells_path: str, config: dict, within_best: float, out_md: str) -> pd.DataFrame:
-    """results/recommendations.md (:mod:`kpadstudy.advice`)."""
-    recs = advice.recommend(tables.read_cells(cells_path), within_best)
+def write_recommendations(
+    cells_path: str, config: dict, within_best: float, out_md: str, runs_path: str | None = None
+) -> pd.DataFrame:
+    """results/recommendations.md (:mod:`kpadstudy.advice`); paired against the runner-up when ``runs_path``
+    (the run records) is given."""
+    run_table = pd.read_parquet(runs_path) if runs_path else None
+    recs = advice.recommend(tables.read_cells(cells_path), within_best, run_table)
     Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
     return recs
 
@@ -140,7 +144,7 @@ if "snakemake" in globals():
     elif sm.rule == "step_cost":
         write_step_cost(sm.input.runs, sm.input.cells, sm.output.parquet, sm.output.md)
     elif sm.rule == "recommendations":
-        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output[0])
+        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output[0], sm.input.runs)
     elif sm.rule == "tables_from_cache":
         if not reference.is_published(pd.read_parquet(sm.input.cells)):
             write_comparison(sm.input.cells, sm.input.reference, sm.output.comparison, sm.output.comparison_md)
@@ -150,7 +154,9 @@ if "snakemake" in globals():
             )
             pd.DataFrame().to_parquet(sm.output.comparison)
         write_step_cost(sm.input.get("runs"), sm.input.cells, sm.output.step_cost, sm.output.step_cost_md)
-        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations)
+        write_recommendations(
+            sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations, sm.input.get("runs")
+        )
     elif sm.rule == "report_tables":
         write_report_tables(
             sm.input.cells, sm.input.get("runs"), sm.input.reference, sm.output.cells, sm.output.provenance

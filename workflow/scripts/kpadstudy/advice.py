@@ -1,12 +1,15 @@
-"""Advice: per cell, the configuration to serve with, and its exact server command line.
+"""Advice: per cell, the configuration to serve with, against its runner-up, and its exact server command line.
 
-The rule (issue 7): among the kpad Ks, the smallest K whose median output tok/s is within ``within_best``
-(1%) of the best K's median; recommended only if it beats van beyond the spread, i.e.
-``median - MAD > van median + MAD`` (MAD: unscaled median absolute deviation over valid repeats; 0 with
-one repeat or when none is published). Otherwise the configuration with the highest median among those
-outside the K sweep (van, suf, ngram, Trident-like entries).
-Where the cell has a confirmation measurement of a K (method ``bestkpad``: a confirmation rerun, or the
-published mix table's bestKpad), that measurement is the kpad candidate; otherwise the sweep medians are.
+The rule (issue 16): the candidates are the best kpad K (a confirmation measurement of it, method
+``bestkpad``, where the cell has one; else the smallest swept K within ``within_best`` (1%) of the best
+K's median, leaving out Ks whose runs lost their FULL cudagraphs) and every configuration outside the K
+sweep (van, suf, ngram, Trident-like entries). The candidate with the highest median output tok/s is
+recommended; the next one is its runner-up. With run records of both (the same repeats), the choice is
+stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
+repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)" when it
+holds 1; with 1 or 2 repeats it is a point estimate labelled "single measurement" or "n = 2". Without
+run records (published cells) it is the ratio of medians, labelled by how many repeats each median has.
+A best K at the edge of the swept range says so.
 """
 
 from __future__ import annotations
@@ -16,103 +19,147 @@ from typing import Any
 
 import pandas as pd
 
-from . import cpus, runs
+from . import cpus, paired, runs
 
 WITHIN_BEST = 0.01
 
 
-def _spread(row: pd.Series) -> float:
-    m = row.get("output_tok_s_mad", float("nan"))
-    return 0.0 if pd.isna(m) else float(m)
+def _best_kpad(valid: pd.DataFrame, within_best: float) -> tuple[pd.Series | None, str]:
+    """The cell's kpad candidate and its basis ("confirmation" or "K-sweep")."""
+    conf = valid[valid["method"] == "bestkpad"]
+    if len(conf):
+        return conf.iloc[0], "confirmation"
+    sweep = valid[valid["method"] == "kpad"].sort_values("k")
+    if "graph_lost" in sweep:
+        sweep = sweep[sweep["graph_lost"] != True]  # noqa: E712 - object column of True / False / None
+    if not len(sweep):
+        return None, "K-sweep"
+    best = sweep["output_tok_s_median"].max()
+    return sweep[sweep["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], "K-sweep"
 
 
-def recommend(cells: pd.DataFrame, within_best: float = WITHIN_BEST) -> pd.DataFrame:
+def _comparison(win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | None) -> dict[str, Any]:
+    """Winner over runner-up: paired over the sweep repeats both ran, else the ratio of medians."""
+    a, b = win["configuration"], runner["configuration"]
+    if cell_runs is not None and len(cell_runs):
+        ok = paired.prepared_runs(cell_runs)
+        ok = ok[(ok["status"] == "ok") & (ok["phase"] == "sweep")]
+        table = ok.pivot_table(index="repeat", columns="configuration", values="output_tok_s", aggfunc="first")
+        if {a, b} <= set(table.columns):
+            both = table[[a, b]].dropna()
+            s = paired.summarize([x / y for x, y in zip(both[a], both[b], strict=True)])
+            if s["n"]:
+                return {**s, "basis_ratio": "paired"}
+    n = int(min(win.get("n_valid", 1) or 1, runner.get("n_valid", 1) or 1))
+    ratio = float(win["output_tok_s_median"]) / float(runner["output_tok_s_median"])
+    label = "single measurement" if n <= 1 else f"medians of {int(win.get('n_valid', 1))} and "
+    if n > 1:
+        label += f"{int(runner.get('n_valid', 1))} repeats, not paired"
+    return {
+        "n": n,
+        "ratio": ratio,
+        "ci_low": None,
+        "ci_high": None,
+        "favour": None,
+        "label": label,
+        "basis_ratio": "medians",
+    }
+
+
+def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
+    """``(clear, words)`` of winner ``a`` over runner-up ``b``."""
+    if c["ci_low"] is not None:
+        spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}, {c['favour']} of {c['n']} repeats"
+        if c["ci_low"] > 1:
+            return True, f"{a}: {c['ratio']:.2f}x {b} ({spread})"
+        return False, f"no clear winner between {a} and {b} ({spread}); {a} has the higher point estimate"
+    extra = f", {c['favour']} of {c['n']} repeats" if c["favour"] is not None else ""
+    return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}{extra})"
+
+
+def recommend(
+    cells: pd.DataFrame, within_best: float = WITHIN_BEST, run_table: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One recommendation per (model, corpus).
 
     Args:
         cells: a cells table (:func:`kpadstudy.tables.cells` or :func:`kpadstudy.reference.published_cells`).
         within_best: tolerance as a fraction of the best kpad median (0.01 = 1%).
+        run_table: the run records (``results/runs.parquet``) for paired comparisons; None = medians only.
 
     Returns:
         Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``van``, ``suf``),
-        ``method, k, basis`` ("confirmation" or "K-sweep"), ``candidate`` (the kpad configuration
-        considered, "" when none has a valid median), ``candidate_tok_s``, ``candidate_mad``,
-        ``van_tok_s``, ``van_mad``, ``suf_tok_s``, ``reason`` (one sentence with the numbers).
-        A cell with kpad medians but no van or suf median (the published study outside the mix) gets the
-        sweep's choice, with a reason saying it is untested against van; a cell with no valid median at all
-        gets ``recommended`` "" and a reason saying so.
+        ``method, k, basis`` ("confirmation" or "K-sweep": where the kpad candidate's number comes from),
+        ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
+        ``van_tok_s``, ``suf_tok_s``, ``runner_up``, ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
+        ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
+        False: it holds 1; None: no interval), ``reason`` (one sentence with the numbers). A cell with no
+        valid median gets ``recommended`` "" and a reason saying so.
     """
     out = []
     for (model, corpus), g in cells.groupby(["model", "corpus"], sort=True):
         valid = g[g["output_tok_s_median"].notna()]
-        van = valid[valid["configuration"] == "van"]
-        suf = valid[valid["configuration"] == "suf"]
-        # every configuration outside the K sweep (van, suf, ngram, Trident-like entries) is an alternative
+        cand, basis = _best_kpad(valid, within_best)
         others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
-        conf = valid[valid["method"] == "bestkpad"]
-        sweep = valid[valid["method"] == "kpad"].sort_values("k")
-        cand, basis = None, "K-sweep"
-        if len(conf):
-            cand, basis = conf.iloc[0], "confirmation"
-        elif len(sweep):
-            best = sweep["output_tok_s_median"].max()
-            cand = sweep[sweep["output_tok_s_median"] >= (1 - within_best) * best].iloc[0]
-        van_tok = float(van.iloc[0]["output_tok_s_median"]) if len(van) else float("nan")
-        van_mad = _spread(van.iloc[0]) if len(van) else float("nan")
-        suf_tok = float(suf.iloc[0]["output_tok_s_median"]) if len(suf) else float("nan")
+        pool = [r for _, r in others.iterrows()]
+        if cand is not None:
+            cand = cand.copy()
+            cand["configuration"] = f"kpad{int(cand['k'])}"
+            pool.append(cand)
+        pool.sort(key=lambda r: -float(r["output_tok_s_median"]))
+
+        def median(name: str, valid=valid) -> float:
+            v = valid[valid["configuration"] == name]["output_tok_s_median"]
+            return float(v.iloc[0]) if len(v) else float("nan")
+
         row: dict[str, Any] = {
             "model": model,
             "corpus": corpus,
             "device": g["device"].iloc[0],
             "basis": basis,
-            "candidate": "" if cand is None else f"kpad{int(cand['k'])}",
+            "candidate": "" if cand is None else cand["configuration"],
             "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
-            "candidate_mad": float("nan") if cand is None else _spread(cand),
-            "van_tok_s": van_tok,
-            "van_mad": van_mad,
-            "suf_tok_s": suf_tok,
+            "van_tok_s": median("van"),
+            "suf_tok_s": median("suf"),
+            "runner_up": "",
+            "runner_up_tok_s": float("nan"),
+            "ratio": float("nan"),
+            "ci_low": None,
+            "ci_high": None,
+            "n": 0,
+            "clear": None,
         }
-        if cand is not None and len(van) and row["candidate_tok_s"] - row["candidate_mad"] > van_tok + van_mad:
-            row.update(
-                recommended=row["candidate"],
-                method="kpad",
-                k=int(cand["k"]),
-                reason=(
-                    f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} "
-                    f"> van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
-                ),
-            )
-        elif cand is not None and not len(van) and not len(others):
-            row.update(
-                recommended=row["candidate"],
-                method="kpad",
-                k=int(cand["k"]),
-                reason=f"van and suf have no median in this cell (not measured or failed), so {row['candidate']} "
-                f"({row['candidate_tok_s']:,.1f} tok/s) is the K-sweep's choice, untested against van",
-            )
-        elif len(others):
-            sel = others.loc[others["output_tok_s_median"].idxmax()]
-            listed = " and ".join(
-                f"{r['configuration']} ({r['output_tok_s_median']:,.1f})" for _, r in others.iterrows()
-            )
-            why = (
-                "no kpad configuration has a valid run"
-                if cand is None
-                else (
-                    f"{row['candidate']} {row['candidate_tok_s']:,.1f} - MAD {row['candidate_mad']:,.1f} "
-                    f"does not exceed van {van_tok:,.1f} + MAD {van_mad:,.1f} tok/s"
-                )
-                if len(van)
-                else "van has no valid run"
-            )
-            row.update(
-                recommended=sel["configuration"],
-                method=sel["method"],
-                k=int(sel["k"]) if pd.notna(sel["k"]) else pd.NA,
-                reason=f"{why}; {sel['configuration']} has the highest median of {listed} tok/s",
-            )
-        else:
+        if not pool:
             row.update(recommended="", method="", k=pd.NA, reason="no configuration has a valid run")
+            out.append(row)
+            continue
+        win = pool[0]
+        method = "kpad" if win["method"] == "bestkpad" else win["method"]
+        row.update(recommended=win["configuration"], method=method, k=int(win["k"]) if pd.notna(win["k"]) else pd.NA)
+        listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
+        if len(pool) == 1:
+            reason = f"{win['configuration']} is the only configuration with a valid median ({listed} tok/s)"
+        else:
+            runner = pool[1]
+            cell_runs = None
+            if run_table is not None and len(run_table):
+                cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
+            c = _comparison(win, runner, cell_runs)
+            clear, words = _verdict(win["configuration"], runner["configuration"], c)
+            row.update(
+                runner_up=runner["configuration"],
+                runner_up_tok_s=float(runner["output_tok_s_median"]),
+                ratio=c["ratio"],
+                ci_low=c["ci_low"],
+                ci_high=c["ci_high"],
+                n=c["n"],
+                clear=clear,
+            )
+            reason = f"{words}; medians {listed} tok/s"
+        swept = sorted(int(k) for k in valid[valid["method"] == "kpad"]["k"])
+        if method == "kpad" and len(swept) > 1 and row["k"] in (swept[0], swept[-1]):
+            reason += f"; K={row['k']} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
+        row["reason"] = reason
         out.append(row)
     return pd.DataFrame(out)
 
@@ -183,9 +230,10 @@ def to_markdown(
     lines = [
         f"# {title}",
         "",
-        f"Rule: the smallest kpad K within {100 * within_best:g}% of the best kpad median output tok/s, "
-        "if its median minus MAD exceeds van's median plus MAD; otherwise the highest median among the "
-        "configurations outside the K sweep (van, suf, ngram, ...).",
+        f"Rule: the candidates are the best kpad K (the smallest within {100 * within_best:g}% of the best kpad "
+        "median output tok/s, or its confirmation measurement) and every configuration outside the K sweep "
+        "(van, suf, ngram, ...); the highest median is recommended and compared with the runner-up: within "
+        "repeats (paired, 95% t-interval from 3 repeats) where run records exist, else by the medians.",
         "",
     ]
     if (recs["basis"] == "K-sweep").any():

@@ -172,6 +172,8 @@ def execute_run(
         "corpus": corpus,
         **runs.describe(configuration),
         "repeat": repeat,
+        "position": runs.position(config, configuration_name, repeat) if phase == "sweep" else None,
+        "order_seed": config.get("order_seed") if phase == "sweep" else None,
         "device": device,
         "workflow_commit": workflow_commit,
         **versions(),

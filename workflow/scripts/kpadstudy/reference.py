@@ -45,7 +45,7 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
         nullable Int64: 0 for van, NA for suf, whose K the mix table does not state; ``device`` "8x B200"),
         ``n_runs`` = ``n_valid`` = 1 (the study publishes one number per configuration, no repeats),
         ``statuses`` "published", ``output_tok_s_median`` = the published number, ``output_tok_s_mad`` NaN
-        (no spread published), every other ``<metric>_median`` NaN, ``noisy`` False, and ``source`` =
+        (no spread published), every other ``<metric>_median`` NaN, ``noisy`` None (unknown), and ``source`` =
         "published", ``source_text`` and ``note`` from the CSV. ``bestkpad`` rows are the mix table's
         separately measured bestKpad: :func:`kpadstudy.tables.best_kpad` prefers them to the sweep's
         maximum, as the study's own mix figures do.
@@ -77,7 +77,7 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
         row["output_tok_s_median"] = float(r.output_tok_s)
         row["output_tok_s_mad"] = float("nan")
         row["output_tok_s_rel_mad"] = float("nan")
-        row["noisy"] = False
+        row["noisy"] = None  # a single published number: its noise is unknown
         row["source"] = SOURCE
         row["source_text"] = r.source
         row["note"] = "" if pd.isna(r.note) else str(r.note)

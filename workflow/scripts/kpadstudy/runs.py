@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -177,14 +178,31 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
     return out
 
 
-def run_order(configs: list[Configuration], repeats: int) -> list[tuple[str, int]]:
-    """The interleaved order of one cell's runs: all configurations of repeat 1, then repeat 2, ...
+def run_order(configs: list[Configuration], repeats: int, seed: int | None = None) -> list[tuple[str, int]]:
+    """The interleaved order of one cell's runs: every configuration of repeat 1, then repeat 2, ...
+
+    A repeat is one block of a randomized complete block design: slow drift of the machine hits every
+    configuration of a repeat alike, and within-repeat ratios (:mod:`kpadstudy.paired`) cancel it. Inside a
+    repeat the order is shuffled with ``random.Random(f"{seed}/{repeat}")`` (config ``order_seed``), so no
+    configuration always runs first (after a boot, at a cooler GPU); ``seed`` None keeps the config's order.
 
     Returns:
         ``[(configuration name, repeat), ...]`` with repeats numbered from 1; length ``len(configs) * repeats``.
-        Slow drift of the machine then hits every configuration alike.
     """
-    return [(c.name, r) for r in range(1, repeats + 1) for c in configs]
+    out: list[tuple[str, int]] = []
+    for repeat in range(1, repeats + 1):
+        names = [c.name for c in configs]
+        if seed is not None:
+            random.Random(f"{seed}/{repeat}").shuffle(names)
+        out += [(name, repeat) for name in names]
+    return out
+
+
+def position(config: dict[str, Any], configuration_name: str, repeat: int) -> int | None:
+    """1-based place of a run within its repeat in :func:`run_order` of ``config`` (None if it is not there)."""
+    order = run_order(configurations(config), max(int(config.get("repeats", 1)), repeat), config.get("order_seed"))
+    order = [n for n, r in order if r == repeat]
+    return order.index(configuration_name) + 1 if configuration_name in order else None
 
 
 def option_args(options: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ import pandas as pd
 
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
 NOISY_REL_MAD = 0.05  # a configuration whose MAD exceeds 5% of its median is flagged ``noisy``
+MIN_NOISE_N = 3  # fewer valid repeats: MAD and noisy are unknown (NaN / None), never 0 / False
 SUMMARIZED = [
     "output_tok_s",
     "tpot_mean_ms",
@@ -61,7 +62,8 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     """Median and MAD over valid repeats (``status == "ok"``) per (model, corpus, configuration).
 
     Columns: ``CELL_KEYS``, ``n_runs``, ``n_valid``, ``<metric>_median`` for each of ``SUMMARIZED``,
-    ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%), ``client_limited``
+    ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%; all three unknown,
+    NaN / None, below 3 valid repeats: one or two numbers say nothing about the noise), ``client_limited``
     (see :func:`any_client_limited`), ``graph_lost`` (a valid kpad run lost its FULL cudagraphs: record
     ``graph_lost``), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
     repeat keeps its row with NaN medians, so it shows as failed, never as a number.
@@ -80,13 +82,14 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
             if "output_tok_s" in ok
             else pd.Series(dtype=float)
         )
-        row["output_tok_s_mad"] = mad(tok) if len(tok) else float("nan")
+        known = len(tok) >= MIN_NOISE_N  # below 3 repeats the noise is unknown, not 0
+        row["output_tok_s_mad"] = mad(tok) if known else float("nan")
         row["output_tok_s_rel_mad"] = (
             row["output_tok_s_mad"] / row["output_tok_s_median"]
-            if len(tok) and row["output_tok_s_median"]
+            if known and row["output_tok_s_median"]
             else float("nan")
         )
-        row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD)
+        row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD) if known else None
         row["client_limited"] = any_client_limited(ok)
         row["graph_lost"] = bool((ok["graph_lost"] == True).any()) if "graph_lost" in ok else False  # noqa: E712
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())

@@ -1,0 +1,137 @@
+"""Paired comparisons: within-repeat ratios, geometric mean and t-interval, drift that cancels."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from kpadstudy import paired
+
+T_2DF = 4.302652729749462  # Student t, 97.5% quantile, 2 degrees of freedom (tables: 4.303)
+
+
+def runs(tok: dict[str, list[float]], phase: str = "sweep") -> pd.DataFrame:
+    methods = {"van": ("van", 0), "suf": ("suf", 32), "kpad8": ("kpad", 8), "nopad8": ("nopad", 8)}
+    rows = []
+    for repeat in range(1, 4):
+        for conf, values in tok.items():
+            value = values[repeat - 1]
+            rows.append(
+                {
+                    "model": "m",
+                    "corpus": "c",
+                    "configuration": conf,
+                    "method": methods[conf][0],
+                    "k": methods[conf][1],
+                    "repeat": repeat,
+                    "phase": phase,
+                    "status": "ok" if value is not None else "invalid",
+                    "output_tok_s": value,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+TOK = {
+    "van": [100.0, 110.0, 120.0],
+    "suf": [120.0, 121.0, 150.0],
+    "kpad8": [130.0, 132.0, 156.0],
+    "nopad8": [100.0, 110.0, 120.0],
+}
+
+
+def test_summary_by_hand():
+    s = paired.summarize([1.3, 1.2, 1.3])
+    logs = [math.log(1.3), math.log(1.2), math.log(1.3)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    assert s["ratio"] == pytest.approx(math.exp(mean)) == pytest.approx(1.26577, abs=1e-5)
+    assert s["ci_low"] == pytest.approx(math.exp(mean - T_2DF * sd / math.sqrt(3)))
+    assert s["ci_high"] == pytest.approx(math.exp(mean + T_2DF * sd / math.sqrt(3)))
+    assert (round(s["ci_low"], 3), round(s["ci_high"], 3)) == (
+        1.128,
+        1.420,
+    )  # exp(0.235683 -/+ 4.302653 x 0.046212 / sqrt 3)
+    assert (s["n"], s["favour"], s["label"]) == (3, 3, "95% CI")
+
+
+def test_fewer_than_three_repeats_give_no_interval():
+    assert paired.summarize([1.5]) == {
+        "n": 1,
+        "ratio": 1.5,
+        "ci_low": None,
+        "ci_high": None,
+        "favour": 1,
+        "label": "single measurement",
+    }
+    two = paired.summarize([1.2, 0.9])
+    assert (two["ci_low"], two["label"], two["favour"]) == (None, "n = 2", 1)
+    assert two["ratio"] == pytest.approx(math.sqrt(1.2 * 0.9))
+    assert paired.summarize([])["label"] == "no paired repeat"
+    with pytest.raises(ValueError, match="positive numbers"):
+        paired.summarize([1.0, 0.0])
+
+
+def test_a_fifty_percent_drift_in_the_last_repeat_leaves_the_ratios_unchanged():
+    drifted = {c: [v[0], v[1], v[2] * 1.5] for c, v in TOK.items()}
+    a, b = paired.paired_table(runs(TOK)), paired.paired_table(runs(drifted))
+    cols = ["numerator", "denominator", "n", "ratio", "ci_low", "ci_high", "favour"]
+    pd.testing.assert_frame_equal(a[cols], b[cols], rtol=1e-12)
+    # ... while the medians it would compare across repeats move: van's median 110 stays, kpad8's 132 -> 156
+    row = a.set_index(["numerator", "denominator"]).loc[("kpad8", "van")]
+    assert row["ratio"] == pytest.approx((1.3 * 1.2 * 1.3) ** (1 / 3))
+    assert row["ratios"] == "r1: 1.300, r2: 1.200, r3: 1.300"
+
+
+def test_the_stated_comparisons_and_words():
+    t = paired.paired_table(runs(TOK))
+    assert list(zip(t["numerator"], t["denominator"], strict=True)) == [
+        ("kpad8", "nopad8"),
+        ("suf", "van"),
+        ("kpad8", "van"),
+        ("nopad8", "van"),
+        ("kpad8", "suf"),
+        ("nopad8", "suf"),
+    ]
+    suf = t[(t["numerator"] == "kpad8") & (t["denominator"] == "suf")].iloc[0]
+    assert paired.describe(suf) == "kpad8 / suf: 1.07x (1.00-1.14, 95% CI), 3 of 3 repeats favour kpad8"
+    md = paired.to_markdown(t)
+    assert "## m / c (sweep)" in md and "- nopad8 / van: 1.00x (1.00-1.00, 95% CI), 0 of 3 repeats favour nopad8" in md
+
+
+def test_only_repeats_where_both_ran_are_paired_and_phases_never_mix():
+    tok = dict(TOK, kpad8=[130.0, None, 156.0])  # kpad8 invalid in repeat 2
+    both = pd.concat([runs(tok), runs(TOK, phase="confirm")])
+    t = paired.paired_table(both).set_index(["phase", "numerator", "denominator"])
+    sweep = t.loc[("sweep", "kpad8", "van")]
+    assert (sweep["n"], sweep["label"], sweep["ratios"]) == (2, "n = 2", "r1: 1.300, r3: 1.300")
+    assert t.loc[("confirm", "kpad8", "van")]["n"] == 3
+
+
+def test_drift_last_over_first_and_confirm_over_sweep():
+    drifted = {c: [v[0], v[1], v[2] * 1.5] for c, v in TOK.items()}  # van 100, 110, 180
+    confirm = runs({"van": [150.0, 150.0, 160.0]}, phase="confirm")
+    d = paired.drift_table(pd.concat([runs(drifted), confirm])).set_index(["configuration", "what"])
+    van = d.loc[("van", "last / first repeat (sweep)")]
+    assert (van["n"], van["ratio"], bool(van["drifting"])) == (3, 1.8, True)
+    assert d.loc[("van", "confirm / sweep (medians)")]["ratio"] == pytest.approx(150.0 / 110.0)
+    steady = paired.drift_table(runs(TOK)).set_index(["configuration", "what"])
+    assert steady.loc[("kpad8", "last / first repeat (sweep)")]["ratio"] == pytest.approx(1.2)  # 156 / 130
+    assert bool(steady.loc[("kpad8", "last / first repeat (sweep)")]["drifting"]) is True  # 20% > 10%
+    assert paired.DRIFT_FLAG == 0.10
+
+
+def test_runs_that_never_measured_give_no_paired_repeat():
+    """Every run failed (no output_tok_s column at all, as in runs.parquet of a killed server)."""
+    failed = pd.DataFrame(
+        [
+            {"model": "m", "corpus": "c", "configuration": c, "method": c, "k": 0, "repeat": 1, "status": "invalid"}
+            for c in ("van", "suf")
+        ]
+    )
+    t = paired.paired_table(failed)
+    assert list(zip(t["numerator"], t["denominator"], t["n"], t["label"], strict=True)) == [
+        ("suf", "van", 0, "no paired repeat")
+    ]
+    assert paired.drift_table(failed).empty
+    assert "- suf / van: no paired repeat" in paired.to_markdown(t)

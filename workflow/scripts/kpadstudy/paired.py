@@ -1,0 +1,229 @@
+"""Comparisons that survive drift: ratios taken within a repeat, summarized over repeats.
+
+A repeat is one interleaved pass over a cell's configurations (a block of a randomized complete block
+design): a machine that drifts between repeats (one H200 lease ran its confirmation 46-61% above its sweep)
+moves every configuration of a repeat together, so the ratio of two configurations *within* a repeat
+cancels it, while a ratio of medians taken at different times does not. Each comparison is summarized as
+the geometric mean of its within-repeat ratios with a 95% t-interval on the log ratios (n - 1 degrees of
+freedom), n, and how many repeats favour the numerator. Below 3 repeats there is no interval: the noise is
+unknown, and the table says "single measurement" or "n = 2".
+
+``results/paired.parquet`` and ``results/paired.md`` (rule tables).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .runs import METHODS
+
+CONFIDENCE = 0.95
+MIN_INTERVAL_N = 3  # an interval from 2 ratios (1 degree of freedom) is too wide to state
+# A configuration whose last repeat is more than 10% off its first is flagged as drifting. Why 10%: on one
+# H200 lease van ran 6,530 / 7,401 / 10,703 tok/s over its three repeats (last / first 1.64) and the
+# confirmation 46-61% above the sweep, while the effects the study measures are of that size (kpad8 / nopad8
+# 1.13-1.43 per repeat); a drift of 10% already moves medians across repeats by as much as the smaller
+# effects, so such absolute numbers must not be compared across repeats or phases.
+DRIFT_FLAG = 0.10
+
+
+def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
+    """The two-sided Student t quantile for ``n`` samples (``n - 1`` degrees of freedom), via scipy."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, n - 1))
+
+
+def summarize(ratios: list[float], confidence: float = CONFIDENCE) -> dict:
+    """Geometric mean of within-repeat ratios, its t-interval on the logs, n and the repeats that favour.
+
+    Args:
+        ratios: one ratio per repeat (numerator tok/s / denominator tok/s in the same repeat), all > 0.
+
+    Returns:
+        ``{"n", "ratio", "ci_low", "ci_high", "favour", "label"}``: ``ratio`` = exp(mean(log r));
+        ``ci_low``/``ci_high`` = exp(mean ± t(n-1) x sd / sqrt(n)) with the sample sd (ddof 1), None when
+        n < 3; ``favour`` = repeats with r > 1; ``label`` = "95% CI", "n = 2", "single measurement" or
+        "no paired repeat" (n = 0, ``ratio`` None).
+
+    Raises:
+        ValueError: a ratio that is not a positive number.
+    """
+    if any(not (r > 0) or math.isinf(r) for r in ratios):
+        raise ValueError(f"within-repeat ratios must be positive numbers, got {ratios}")
+    n = len(ratios)
+    out = {"n": n, "ratio": None, "ci_low": None, "ci_high": None, "favour": sum(r > 1 for r in ratios)}
+    if n == 0:
+        return {**out, "label": "no paired repeat"}
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / n
+    out["ratio"] = math.exp(mean)
+    if n < MIN_INTERVAL_N:
+        return {**out, "label": "single measurement" if n == 1 else "n = 2"}
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = t_quantile(n, confidence) * sd / math.sqrt(n)
+    return {**out, "ci_low": math.exp(mean - half), "ci_high": math.exp(mean + half), "label": f"{confidence:.0%} CI"}
+
+
+def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str, int]) -> list[tuple[str, str]]:
+    """The comparisons the product states, as ``(numerator, denominator)`` configuration names.
+
+    kpad K over nopad K (equal K; the core result), then every configuration over ``van`` and every
+    speculative configuration over ``suf`` (where those are present), in the order given.
+    """
+    out: list[tuple[str, str]] = []
+    for c in configurations:
+        if methods[c] == "kpad":
+            out += [(c, o) for o in configurations if methods[o] == "nopad" and ks[o] == ks[c]]
+    if "van" in configurations:
+        out += [(c, "van") for c in configurations if c != "van"]
+    if "suf" in configurations:
+        out += [(c, "suf") for c in configurations if c not in ("van", "suf")]
+    return out
+
+
+def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """``phase`` filled (absent = sweep) and ``output_tok_s`` numeric (absent when no run measured: NaN)."""
+    tok = pd.to_numeric(runs["output_tok_s"], errors="coerce") if "output_tok_s" in runs else float("nan")
+    return runs.assign(phase=runs["phase"].fillna("sweep") if "phase" in runs else "sweep", output_tok_s=tok)
+
+
+def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every stated comparison of every (model, corpus, phase), from within-repeat ratios of ``ok`` runs.
+
+    Args:
+        runs: one row per run (``results/runs.parquet``): ``model, corpus, configuration, method, k, repeat,
+            status, output_tok_s`` and, when present, ``phase`` (``sweep`` / ``confirm``; absent = sweep).
+            Phases are never mixed: a confirmation repeat and a sweep repeat are different blocks.
+
+    Returns:
+        One row per comparison: ``model, corpus, phase, numerator, denominator, n, ratio, ci_low, ci_high,
+        favour, label, ratios`` (the within-repeat ratios, repeat order, as text), from the repeats in which
+        both configurations have an ``ok`` run.
+    """
+    cols = ["model", "corpus", "phase", "numerator", "denominator", "n", "ratio", "ci_low", "ci_high"]
+    cols += ["favour", "label", "ratios"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = prepared_runs(runs)
+    rows = []
+    for (model, corpus, phase), cell in runs.groupby(["model", "corpus", "phase"], sort=True):
+        firsts = cell.drop_duplicates("configuration")
+        order = {m: i for i, m in enumerate(METHODS)}  # a fixed order, whatever order the runs ran in
+        firsts = firsts.assign(_o=firsts["method"].map(order).fillna(len(order))).sort_values(
+            ["_o", "k", "configuration"]
+        )
+        names = list(firsts["configuration"])
+        methods = dict(zip(firsts["configuration"], firsts["method"], strict=True))
+        ks = dict(zip(firsts["configuration"], firsts["k"], strict=True))
+        ok = cell[cell["status"] == "ok"].pivot_table(
+            index="repeat", columns="configuration", values="output_tok_s", aggfunc="first"
+        )
+        for num, den in comparisons(names, methods, ks):
+            both = ok[[num, den]].dropna() if {num, den} <= set(ok.columns) else pd.DataFrame(columns=[num, den])
+            ratios = [float(a) / float(b) for a, b in zip(both[num], both[den], strict=True)]
+            s = summarize(ratios)
+            rows.append(
+                {
+                    "model": model,
+                    "corpus": corpus,
+                    "phase": phase,
+                    "numerator": num,
+                    "denominator": den,
+                    **s,
+                    "ratios": ", ".join(f"r{int(r)}: {x:.3f}" for r, x in zip(both.index, ratios, strict=True)),
+                }
+            )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def drift_table(runs: pd.DataFrame, flag: float = DRIFT_FLAG) -> pd.DataFrame:
+    """Each configuration's drift: its last ``ok`` repeat over its first, per (model, corpus, phase), and its
+    confirmation median over its sweep median where it ran in both.
+
+    Returns:
+        One row per (model, corpus, configuration, what): ``what`` "last / first repeat (<phase>)" or
+        "confirm / sweep (medians)", ``n`` (runs behind it), ``ratio``, ``drifting`` (``|ratio - 1| > flag``).
+        Drift does not bias within-repeat ratios (:func:`paired_table`); it makes absolute tok/s from
+        different repeats or phases incomparable.
+    """
+    cols = ["model", "corpus", "configuration", "what", "n", "ratio", "drifting"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = prepared_runs(runs)
+    ok = runs[runs["status"] == "ok"]
+    rows = []
+    for (model, corpus, conf), g in ok.groupby(["model", "corpus", "configuration"], sort=True):
+        for phase, p in g.groupby("phase", sort=True):
+            p = p.sort_values("repeat")
+            if len(p) >= 2:
+                ratio = float(p["output_tok_s"].iloc[-1] / p["output_tok_s"].iloc[0])
+                what = f"last / first repeat ({phase})"
+                rows.append([model, corpus, conf, what, len(p), ratio, abs(ratio - 1) > flag])
+        med = g.groupby("phase")["output_tok_s"].median()
+        if {"sweep", "confirm"} <= set(med.index):
+            ratio = float(med["confirm"] / med["sweep"])
+            n = int(len(g))
+            rows.append([model, corpus, conf, "confirm / sweep (medians)", n, ratio, abs(ratio - 1) > flag])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def describe(row: pd.Series | dict) -> str:
+    """One comparison in words: ``"kpad8 / van: 1.30x (1.18-1.41, 95% CI), 3 of 3 repeats favour kpad8"``;
+    ``"kpad8 / van: 1.30x (n = 2), 2 of 2 repeats favour kpad8"``; ``"... no paired repeat"``."""
+    head = f"{row['numerator']} / {row['denominator']}"
+    if row["n"] == 0:
+        return f"{head}: no paired repeat"
+    spread = f"{row['ci_low']:.2f}-{row['ci_high']:.2f}, {row['label']}" if pd.notna(row["ci_low"]) else row["label"]
+    return f"{head}: {row['ratio']:.2f}x ({spread}), {row['favour']} of {row['n']} repeats favour {row['numerator']}"
+
+
+def to_markdown(table: pd.DataFrame, drift: pd.DataFrame | None = None) -> str:
+    """``results/paired.md``: one section per (model, corpus, phase), one line per comparison; then the drift
+    of each configuration (:func:`drift_table`) when given."""
+    lines = [
+        "# Paired comparisons: ratios within a repeat, over repeats",
+        "",
+        "Each ratio is numerator / denominator output tok/s in the same repeat (one interleaved pass), so drift",
+        "between repeats cancels. Summary: geometric mean over repeats, 95% t-interval on the log ratios",
+        f"(n - 1 degrees of freedom) when n >= {MIN_INTERVAL_N}; with fewer repeats the noise is unknown.",
+        "",
+    ]
+    for (model, corpus, phase), g in table.groupby(["model", "corpus", "phase"], sort=True):
+        lines += [f"## {model} / {corpus} ({phase})", ""]
+        lines += [f"- {describe(r)}" + (f" [{r['ratios']}]" if r["ratios"] else "") for _, r in g.iterrows()]
+        lines.append("")
+    if drift is not None and len(drift):
+        lines += [
+            f"# Drift (flagged above {DRIFT_FLAG:.0%}: absolute tok/s of those runs are not comparable across repeats)",
+            "",
+            "| model | corpus | configuration | what | n | ratio | drifting |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for _, r in drift.iterrows():
+            lines.append(
+                f"| {r['model']} | {r['corpus']} | {r['configuration']} | {r['what']} | {r['n']} | "
+                f"{r['ratio']:.2f} | {'yes' if r['drifting'] else 'no'} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m kpadstudy.paired RUNS.parquet OUT.md``: the paired comparisons of a runs table (e.g. a
+    committed one) as markdown."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("runs")
+    p.add_argument("out")
+    a = p.parse_args(argv)
+    runs = pd.read_parquet(a.runs)
+    with open(a.out, "w") as f:
+        f.write(to_markdown(paired_table(runs), drift_table(runs)))
+
+
+if __name__ == "__main__":
+    main()
