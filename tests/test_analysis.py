@@ -248,3 +248,28 @@ def test_recommend_with_only_the_sweep_says_it_is_the_only_candidate():
     ), r["reason"]
     none = advice.recommend(CELLS[CELLS["configuration"] == "kpad12"]).iloc[0]
     assert none["recommended"] == "" and none["reason"] == "no configuration has a valid run"
+
+
+def test_recommend_follows_the_paired_repeats_over_medians_of_another_phase():
+    """The confirmation's kpad4 median (130) beats suf (120), but in the sweep's own repeats suf beat kpad4 every
+    time (110/120, 108/125, 112/118): the paired evidence decides, and the sentence says so."""
+    cells = pd.DataFrame(
+        [
+            cell("van", "van", 0, 100.0),
+            cell("suf", "suf", 32, 120.0),
+            cell("kpad4", "kpad", 4, 110.0),
+            cell("kpad4", "bestkpad", 4, 130.0),
+        ]
+    )
+    sweep = _runs({"suf": [120.0, 125.0, 118.0], "kpad4": [110.0, 108.0, 112.0]})
+    r = advice.recommend(cells, run_table=sweep).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["method"]) == ("suf", "kpad4", "suf")
+    assert r["ratio"] == pytest.approx(1 / ((110 / 120) * (108 / 125) * (112 / 118)) ** (1 / 3))
+    assert r["reason"].startswith("no clear winner between suf and kpad4 (0.98-1.24, 95% CI, 3 of 3 repeats); suf"), r[
+        "reason"
+    ]
+
+
+def test_recommend_keeps_the_name_of_a_named_kpad_entry():
+    cells = pd.DataFrame([cell("van", "van", 0, 100.0), cell("x4", "kpad", 4, 150.0)])
+    assert advice.recommend(cells).iloc[0]["recommended"] == "x4"

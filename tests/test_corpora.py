@@ -304,3 +304,21 @@ def test_mix_weighted_shares():
     assert Counter((r["split"], r["source_corpus"]) for r in mix) == Counter(
         {("warmup", "a"): 3, ("warmup", "b"): 1, ("measured", "a"): 6, ("measured", "b"): 2}
     )
+
+
+def test_mix_compares_the_text_that_is_sent_also_for_a_list_of_parts():
+    def rec(i, split, content):
+        return {"corpus": "a", "id": str(i), "split": split, "messages": [{"role": "user", "content": content}]}
+
+    comps = {
+        "a": [rec(0, "warmup", "hello world"), rec(1, "measured", "x"), rec(2, "measured", "y")],
+        "b": [
+            rec(0, "warmup", "w"),
+            rec(1, "measured", [{"type": "text", "text": "Hello "}, {"type": "text", "text": "World"}]),
+            rec(2, "measured", "z"),
+        ],
+    }
+    counts = Counter()
+    mix = build_mix("mix", comps, n_warmup=2, n_measured=2, seed=0, counts=counts)
+    assert sorted(r["id"] for r in mix if r["split"] == "measured") == ["a:1", "b:2"]
+    assert dict(counts) == {"mix_b_skipped_warmup_text": 1}

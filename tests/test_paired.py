@@ -135,3 +135,11 @@ def test_runs_that_never_measured_give_no_paired_repeat():
     ]
     assert paired.drift_table(failed).empty
     assert "- suf / van: no paired repeat" in paired.to_markdown(t)
+
+
+def test_a_rate_of_zero_or_none_is_left_out_of_ratios_and_drift():
+    tok = dict(TOK, kpad8=[130.0, 0.0, float("nan")])  # "ok" rows of a hand-made table
+    t = paired.paired_table(runs(tok)).set_index(["numerator", "denominator"])
+    assert (t.loc[("kpad8", "van"), "n"], t.loc[("kpad8", "van"), "ratios"]) == (1, "r1: 1.300")
+    d = paired.drift_table(runs(tok)).set_index(["configuration", "what"])
+    assert ("kpad8", "last / first repeat (sweep)") not in d.index  # one usable repeat: no trend

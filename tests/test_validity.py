@@ -27,7 +27,7 @@ def test_watchdog_stall_stops_the_client_after_stall_s_without_a_new_chunk(tmp_p
     assert 1.0 <= time.monotonic() - t0 < 5.0
     assert (alive, reason) == (
         True,
-        "stall: no token streamed for 1 s (load.stall_s; 5 chunks streamed before), server /health still answering",
+        "stall: no token streamed for 1 s (load.stall_s; 5 chunks streamed before), the server process still running",
     )
     assert client.poll() is not None  # stopped
     server.kill()
@@ -218,3 +218,21 @@ def test_best_k_leaves_out_a_k_whose_runs_lost_their_graphs():
     }
     best = tables.best_kpad(cells).iloc[0]
     assert (best["best_k"], best["best_kpad_tok_s"], best["graph_lost_k"]) == (12, 150.0, "16")
+
+
+def test_capture_follows_a_configurations_own_max_num_seqs():
+    """server_args max_num_seqs 2 at concurrency 8: the widest step is 2 x (1 + 4) = 10 tokens, within 16."""
+    import json
+
+    cfg = _config()
+    cfg["load"]["max_concurrency"] = 8
+    cfg["configurations"] = [
+        {"method": "kpad", "k": 4, "server_args": {"max_num_seqs": 2, "max_num_batched_tokens": 16}}
+    ]
+    runs.check_capture(cfg)  # not refused
+    cmd = _command(cfg, "kpad4")
+    assert json.loads(cmd[cmd.index("--compilation-config") + 1])["max_cudagraph_capture_size"] == 10
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--max-num-seqs"] == ["2", "2"]
+    cfg["configurations"][0]["server_args"]["max_num_batched_tokens"] = "lots"
+    with pytest.raises(ValueError, match=r"^configuration 'kpad4': server_args max_num_seqs / max_num_batched_tokens"):
+        runs.check_capture(cfg)

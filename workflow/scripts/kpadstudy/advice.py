@@ -7,8 +7,9 @@ sweep (van, suf, ngram, Trident-like entries). The candidate with the highest me
 recommended; the next one is its runner-up. With run records of both (the same repeats), the choice is
 stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
 repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)" when it
-holds 1; with 1 or 2 repeats it is a point estimate labelled "single measurement" or "n = 2". Without
-run records (published cells) it is the ratio of medians, labelled by how many repeats each median has.
+holds 1 (where the paired ratio is below 1, the runner-up is recommended instead: the same repeats outrank
+medians taken at other times); with 1 or 2 repeats it is a point estimate labelled "single measurement" or
+"n = 2". Without run records (published cells) it is the ratio of medians, labelled by how many repeats each median has.
 A best K at the edge of the swept range says so.
 """
 
@@ -38,23 +39,27 @@ def _best_kpad(valid: pd.DataFrame, within_best: float) -> tuple[pd.Series | Non
     return sweep[sweep["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], "K-sweep"
 
 
+def _n_valid(row: pd.Series) -> int:
+    n = row.get("n_valid", 1)
+    return 1 if n is None or pd.isna(n) else max(1, int(n))
+
+
 def _comparison(win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | None) -> dict[str, Any]:
-    """Winner over runner-up: paired over the sweep repeats both ran, else the ratio of medians."""
+    """Winner over runner-up: paired over the sweep repeats both ran (rates > 0), else the ratio of medians."""
     a, b = win["configuration"], runner["configuration"]
     if cell_runs is not None and len(cell_runs):
         ok = paired.prepared_runs(cell_runs)
-        ok = ok[(ok["status"] == "ok") & (ok["phase"] == "sweep")]
+        ok = ok[(ok["status"] == "ok") & (ok["phase"] == "sweep") & (ok["output_tok_s"] > 0)]
         table = ok.pivot_table(index="repeat", columns="configuration", values="output_tok_s", aggfunc="first")
         if {a, b} <= set(table.columns):
             both = table[[a, b]].dropna()
             s = paired.summarize([x / y for x, y in zip(both[a], both[b], strict=True)])
             if s["n"]:
                 return {**s, "basis_ratio": "paired"}
-    n = int(min(win.get("n_valid", 1) or 1, runner.get("n_valid", 1) or 1))
-    ratio = float(win["output_tok_s_median"]) / float(runner["output_tok_s_median"])
-    label = "single measurement" if n <= 1 else f"medians of {int(win.get('n_valid', 1))} and "
-    if n > 1:
-        label += f"{int(runner.get('n_valid', 1))} repeats, not paired"
+    n = min(_n_valid(win), _n_valid(runner))
+    den = float(runner["output_tok_s_median"])
+    ratio = float(win["output_tok_s_median"]) / den if den > 0 else float("inf")
+    label = "single measurement" if n <= 1 else f"medians of {_n_valid(win)} and {_n_valid(runner)} repeats, not paired"
     return {
         "n": n,
         "ratio": ratio,
@@ -66,6 +71,17 @@ def _comparison(win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | Non
     }
 
 
+def _swapped(c: dict[str, Any]) -> dict[str, Any]:
+    """The comparison the other way round (runner-up over winner)."""
+    return {
+        **c,
+        "ratio": 1 / c["ratio"],
+        "ci_low": None if c["ci_high"] is None else 1 / c["ci_high"],
+        "ci_high": None if c["ci_low"] is None else 1 / c["ci_low"],
+        "favour": None if c["favour"] is None else c["n"] - c["favour"],
+    }
+
+
 def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
     """``(clear, words)`` of winner ``a`` over runner-up ``b``."""
     if c["ci_low"] is not None:
@@ -73,8 +89,9 @@ def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
         if c["ci_low"] > 1:
             return True, f"{a}: {c['ratio']:.2f}x {b} ({spread})"
         return False, f"no clear winner between {a} and {b} ({spread}); {a} has the higher point estimate"
-    extra = f", {c['favour']} of {c['n']} repeats" if c["favour"] is not None else ""
-    return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}{extra})"
+    if c["basis_ratio"] == "paired":
+        return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}, {c['favour']} of {c['n']} repeats)"
+    return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']})"
 
 
 def recommend(
@@ -104,7 +121,8 @@ def recommend(
         pool = [r for _, r in others.iterrows()]
         if cand is not None:
             cand = cand.copy()
-            cand["configuration"] = f"kpad{int(cand['k'])}"
+            if cand["configuration"] == "bestKpad":  # the published table's name for its best-K row
+                cand["configuration"] = f"kpad{int(cand['k'])}"
             pool.append(cand)
         pool.sort(key=lambda r: -float(r["output_tok_s_median"]))
 
@@ -145,6 +163,13 @@ def recommend(
             if run_table is not None and len(run_table):
                 cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
             c = _comparison(win, runner, cell_runs)
+            if c["basis_ratio"] == "paired" and c["ratio"] < 1:
+                # within the same repeats the runner-up wins: that beats medians of other times (or phases)
+                win, runner, c = runner, win, _swapped(c)
+                method = "kpad" if win["method"] == "bestkpad" else win["method"]
+                row.update(
+                    recommended=win["configuration"], method=method, k=int(win["k"]) if pd.notna(win["k"]) else pd.NA
+                )
             clear, words = _verdict(win["configuration"], runner["configuration"], c)
             row.update(
                 runner_up=runner["configuration"],

@@ -284,7 +284,7 @@ def wait_client(
         if stall_s and last_count is not None and now - last_change > stall_s:
             reason = (
                 f"stall: no token streamed for {stall_s:g} s (load.stall_s; "
-                f"{last_count or 0} chunks streamed before), server /health still answering"
+                f"{last_count or 0} chunks streamed before), the server process still running"
             )
         elif deadline_s and now - start > deadline_s:
             reason = f"deadline: the client ran {now - start:.0f} s, past load.deadline_s = {deadline_s:g} s"
@@ -478,7 +478,7 @@ def _attempt(
                     watchdog = f"{'measurement' if snapshot.exists() else 'warm-up'}: {watchdog}"
             time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
             after_text = ""
-            if alive:
+            if alive and not watchdog:  # a stalled server may not answer /metrics either: the stall is the reason
                 with stage("metrics"):
                     try:
                         after_text = get_text(f"{base_url}/metrics")

@@ -23,7 +23,12 @@ def normalized(text: str) -> str:
 
 
 def _text(record: dict) -> str:
-    return normalized("".join(m["content"] for m in record["messages"] if m.get("role") == "user"))
+    """The normalized text of the prompt that is sent: the first message's content (as ``bench_prompts``), its
+    text parts joined when the content is a list of parts."""
+    content = record["messages"][0]["content"] if record.get("messages") else ""
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return normalized(str(content))
 
 
 def build_mix(

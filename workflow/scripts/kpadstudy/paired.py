@@ -101,7 +101,7 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per comparison: ``model, corpus, phase, numerator, denominator, n, ratio, ci_low, ci_high,
         favour, label, ratios`` (the within-repeat ratios, repeat order, as text), from the repeats in which
-        both configurations have an ``ok`` run.
+        both configurations have an ``ok`` run with a rate above 0.
     """
     cols = ["model", "corpus", "phase", "numerator", "denominator", "n", "ratio", "ci_low", "ci_high"]
     cols += ["favour", "label", "ratios"]
@@ -118,7 +118,7 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
         names = list(firsts["configuration"])
         methods = dict(zip(firsts["configuration"], firsts["method"], strict=True))
         ks = dict(zip(firsts["configuration"], firsts["k"], strict=True))
-        ok = cell[cell["status"] == "ok"].pivot_table(
+        ok = cell[(cell["status"] == "ok") & (cell["output_tok_s"] > 0)].pivot_table(
             index="repeat", columns="configuration", values="output_tok_s", aggfunc="first"
         )
         for num, den in comparisons(names, methods, ks):
@@ -153,7 +153,7 @@ def drift_table(runs: pd.DataFrame, flag: float = DRIFT_FLAG) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=cols)
     runs = prepared_runs(runs)
-    ok = runs[runs["status"] == "ok"]
+    ok = runs[(runs["status"] == "ok") & (runs["output_tok_s"] > 0)]  # a rate of 0 or none has no ratio
     rows = []
     for (model, corpus, conf), g in ok.groupby(["model", "corpus", "configuration"], sort=True):
         for phase, p in g.groupby("phase", sort=True):

@@ -247,9 +247,11 @@ def capture_sizes(max_reqs: int, k: int) -> list[int]:
     return sorted(set(request_counts(top)) | {n * q for n in request_counts(max_reqs)})
 
 
-def capture_max_reqs(load: dict[str, Any], server: dict[str, Any]) -> int:
-    """Requests in the widest decode step: ``load.max_concurrency``, or ``server.max_num_seqs`` when smaller."""
-    return min(int(load["max_concurrency"]), int(server.get("max_num_seqs") or load["max_concurrency"]))
+def capture_max_reqs(load: dict[str, Any], server: dict[str, Any], server_args: dict[str, Any] | None = None) -> int:
+    """Requests in the widest decode step: ``load.max_concurrency``, or the server's ``max_num_seqs`` when smaller
+    (the configuration's ``server_args`` first, then config ``server.max_num_seqs``)."""
+    seqs = (server_args or {}).get("max_num_seqs") or server.get("max_num_seqs") or load["max_concurrency"]
+    return min(int(load["max_concurrency"]), int(seqs))
 
 
 def check_capture(config: dict[str, Any]) -> None:
@@ -265,10 +267,17 @@ def check_capture(config: dict[str, Any]) -> None:
     for c in configurations(config):
         if not (c.pad and c.capture_sizing):
             continue
-        reqs = capture_max_reqs(config["load"], config["server"])
+        where = f"configuration {c.name!r}"
+        try:
+            reqs = capture_max_reqs(config["load"], config["server"], c.server_args)
+            budget = c.server_args.get("max_num_batched_tokens")
+            budget = None if budget is None else int(budget)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"{where}: server_args max_num_seqs / max_num_batched_tokens must be integers ({err})"
+            ) from None
         tokens = reqs * (1 + c.k)
-        budget = c.server_args.get("max_num_batched_tokens")
-        if budget is not None and int(budget) < tokens:
+        if budget is not None and budget < tokens:
             raise ValueError(
                 f"configuration {c.name!r}: a uniform decode step at concurrency {reqs} has {reqs} x (1 + {c.k}) = "
                 f"{tokens} tokens, above its max_num_batched_tokens {budget}: it could never run as one FULL "
@@ -325,11 +334,11 @@ def server_command(
     sizing = configuration.pad and configuration.capture_sizing and device != "cpu" and max_concurrency is not None
     compilation: dict[str, Any] = {"cudagraph_mode": configuration.cudagraph_mode}
     if sizing:
-        reqs = capture_max_reqs({"max_concurrency": max_concurrency}, server)
+        reqs = capture_max_reqs({"max_concurrency": max_concurrency}, server, configuration.server_args)
         sizes = capture_sizes(reqs, configuration.k)
         compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
-    if server.get("max_num_seqs") or sizing:
-        cmd += ["--max-num-seqs", str(server.get("max_num_seqs") or max_concurrency)]
+    if server.get("max_num_seqs") or sizing:  # a configuration's own server_args max_num_seqs comes later and wins
+        cmd += ["--max-num-seqs", str((server.get("max_num_seqs") or reqs) if sizing else server["max_num_seqs"])]
     if device == "cpu":
         cmd += ["--enforce-eager"]
     else:
