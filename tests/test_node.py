@@ -356,7 +356,7 @@ def test_server_temporary_files_go_to_the_runs_scratch_folder():
     van = runs.Configuration("van", "van", 0, False, "FULL", 0.85)
     base = {"TMPDIR": "/scratch/node"}
     gpu = runs.server_env(
-        base, configuration=van, server={}, device="cuda", plugin_path="/p", vllm_port=1, scratch_dir="/tmp/run1"
+        base, configuration=van, server={}, device="cuda", plugin_path="/p", vllm_port=1, scratch_dir="/scratch/run1"
     )
     cpu = runs.server_env(
         base,
@@ -365,10 +365,10 @@ def test_server_temporary_files_go_to_the_runs_scratch_folder():
         device="cpu",
         plugin_path="/p",
         vllm_port=1,
-        scratch_dir="/tmp/run1",
+        scratch_dir="/scratch/run1",
     )
-    assert (gpu["VLLM_RPC_BASE_PATH"], gpu["TMPDIR"]) == ("/tmp/run1", "/scratch/node")
-    assert (cpu["VLLM_RPC_BASE_PATH"], cpu["TMPDIR"]) == ("/tmp/run1", "/tmp/run1")
+    assert (gpu["VLLM_RPC_BASE_PATH"], gpu["TMPDIR"]) == ("/scratch/run1", "/scratch/node")
+    assert (cpu["VLLM_RPC_BASE_PATH"], cpu["TMPDIR"]) == ("/scratch/run1", "/scratch/run1")
 
 
 # --- boot failures ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import cpus, paired, runs
+from . import cpus, paired, runs, tables
 
 WITHIN_BEST = 0.01
 
@@ -31,8 +31,7 @@ def _best_kpad(valid: pd.DataFrame, within_best: float) -> tuple[pd.Series | Non
     if len(conf):
         return conf.iloc[0], "confirmation"
     sweep = valid[valid["method"] == "kpad"].sort_values("k")
-    if "graph_lost" in sweep:
-        sweep = sweep[sweep["graph_lost"] != True]  # noqa: E712 - object column of True / False / None
+    sweep = sweep[~tables.lost_graphs(sweep)]
     if not len(sweep):
         return None, "K-sweep"
     best = sweep["output_tok_s_median"].max()
@@ -48,14 +47,10 @@ def _comparison(win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | Non
     """Winner over runner-up: paired over the sweep repeats both ran (rates > 0), else the ratio of medians."""
     a, b = win["configuration"], runner["configuration"]
     if cell_runs is not None and len(cell_runs):
-        ok = paired.prepared_runs(cell_runs)
-        ok = ok[(ok["status"] == "ok") & (ok["phase"] == "sweep") & (ok["output_tok_s"] > 0)]
-        table = ok.pivot_table(index="repeat", columns="configuration", values="output_tok_s", aggfunc="first")
-        if {a, b} <= set(table.columns):
-            both = table[[a, b]].dropna()
-            s = paired.summarize([x / y for x, y in zip(both[a], both[b], strict=True)])
-            if s["n"]:
-                return {**s, "basis_ratio": "paired"}
+        prepared = paired.prepared_runs(cell_runs)
+        ratios = paired.within_repeat_ratios(paired.repeat_table(prepared[prepared["phase"] == "sweep"]), a, b)
+        if len(ratios):
+            return {**paired.summarize([float(x) for x in ratios]), "basis_ratio": "paired"}
     n = min(_n_valid(win), _n_valid(runner))
     den = float(runner["output_tok_s_median"])
     ratio = float(win["output_tok_s_median"]) / den if den > 0 else float("inf")

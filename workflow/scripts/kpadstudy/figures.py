@@ -134,7 +134,7 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
     cudagraphs (cells ``graph_lost``) is crossed and labelled "graph lost": it is never a best K. Panels have
     their own y scale (models differ by 40x in tok/s).
     """
-    from .tables import failure_label
+    from .tables import failure_label, lost_graphs
 
     kp = cells[cells["method"] == "kpad"].copy()
     models = sorted(kp["model"].unique())
@@ -155,7 +155,7 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
             ok = c[c["output_tok_s_median"].notna()]
             if len(ok):
                 ax.plot(ok["k"].astype(int), ok["output_tok_s_median"], marker="o", color=colors[corpus], label=corpus)
-            lost = ok[ok["graph_lost"] == True] if "graph_lost" in ok else ok.iloc[0:0]  # noqa: E712
+            lost = ok[lost_graphs(ok)]
             for _, r in lost.iterrows():  # measured, but not as K-pad: decode steps without FULL cudagraphs
                 ax.plot(int(r["k"]), r["output_tok_s_median"], marker="x", color="black", markersize=9)
                 ax.annotate(

@@ -90,6 +90,22 @@ def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(phase=runs["phase"].fillna("sweep") if "phase" in runs else "sweep", output_tok_s=tok)
 
 
+def repeat_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Output tok/s by repeat (rows) and configuration (columns) of the ``ok`` runs with a rate above 0, from
+    :func:`prepared_runs` rows of one (model, corpus, phase)."""
+    ok = runs[(runs["status"] == "ok") & (runs["output_tok_s"] > 0)]
+    return ok.pivot_table(index="repeat", columns="configuration", values="output_tok_s", aggfunc="first")
+
+
+def within_repeat_ratios(table: pd.DataFrame, numerator: str, denominator: str) -> pd.Series:
+    """``numerator / denominator`` per repeat (index) of a :func:`repeat_table`, where both ran; empty when either
+    never did."""
+    if not {numerator, denominator} <= set(table.columns):
+        return pd.Series(dtype=float)
+    both = table[[numerator, denominator]].dropna()
+    return both[numerator] / both[denominator]
+
+
 def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Every stated comparison of every (model, corpus, phase), from within-repeat ratios of ``ok`` runs.
 
@@ -118,13 +134,10 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
         names = list(firsts["configuration"])
         methods = dict(zip(firsts["configuration"], firsts["method"], strict=True))
         ks = dict(zip(firsts["configuration"], firsts["k"], strict=True))
-        ok = cell[(cell["status"] == "ok") & (cell["output_tok_s"] > 0)].pivot_table(
-            index="repeat", columns="configuration", values="output_tok_s", aggfunc="first"
-        )
+        table = repeat_table(cell)
         for num, den in comparisons(names, methods, ks):
-            both = ok[[num, den]].dropna() if {num, den} <= set(ok.columns) else pd.DataFrame(columns=[num, den])
-            ratios = [float(a) / float(b) for a, b in zip(both[num], both[den], strict=True)]
-            s = summarize(ratios)
+            ratios = within_repeat_ratios(table, num, den)
+            s = summarize([float(x) for x in ratios])
             rows.append(
                 {
                     "model": model,
@@ -133,7 +146,7 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
                     "numerator": num,
                     "denominator": den,
                     **s,
-                    "ratios": ", ".join(f"r{int(r)}: {x:.3f}" for r, x in zip(both.index, ratios, strict=True)),
+                    "ratios": ", ".join(f"r{int(r)}: {x:.3f}" for r, x in ratios.items()),
                 }
             )
     return pd.DataFrame(rows, columns=cols)

@@ -307,8 +307,8 @@ def resolved_settings(log_text: str) -> dict[str, Any]:
         Runner", else ``v1``). A value the log does not show is None.
     """
 
-    def last(pattern: str, text: str = log_text) -> str | None:
-        found = re.findall(pattern, text)
+    def last(pattern: str) -> str | None:
+        found = re.findall(pattern, log_text)
         return found[-1] if found else None
 
     configs = list(re.finditer(r"'cudagraph_mode': <CUDAGraphMode\.([A-Z_]+):", log_text))

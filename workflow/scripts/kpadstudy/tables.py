@@ -53,6 +53,14 @@ def read_runs(paths: Iterable[Path]) -> pd.DataFrame:
     return read_records(paths, {"model", "corpus", "configuration", "repeat", "status"})
 
 
+def lost_graphs(rows: pd.DataFrame) -> pd.Series:
+    """Boolean mask of the rows (runs or cells) whose kpad runs lost their FULL cudagraphs (``graph_lost`` True;
+    no column: none did)."""
+    if "graph_lost" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["graph_lost"] == True  # noqa: E712 - elementwise on an object column of True / False / None
+
+
 def mad(values: pd.Series) -> float:
     """Median absolute deviation, unscaled: ``median(|x - median(x)|)``."""
     return float((values - values.median()).abs().median())
@@ -91,7 +99,7 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         )
         row["noisy"] = bool(row["output_tok_s_rel_mad"] > NOISY_REL_MAD) if known else None
         row["client_limited"] = any_client_limited(ok)
-        row["graph_lost"] = bool((ok["graph_lost"] == True).any()) if "graph_lost" in ok else False  # noqa: E712
+        row["graph_lost"] = bool(lost_graphs(ok).any())
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
         out.append(row)
     return pd.DataFrame(out)
@@ -126,7 +134,7 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, corpus), group in cell_table.groupby(["model", "corpus"], sort=True):
         kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
-        lost = kp[kp["graph_lost"] == True] if "graph_lost" in kp else kp.iloc[0:0]  # noqa: E712
+        lost = kp[lost_graphs(kp)]
         kp = kp.drop(lost.index)
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
