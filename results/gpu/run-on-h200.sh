@@ -6,20 +6,32 @@
 #     bash results/gpu/run-on-h200.sh [seconds to watch]        (starts it, or goes on watching it)
 # (defaults: config/gpu-embedded.yaml, no extra arguments). If the background run did not survive between
 # calls, the next call restarts it; finished runs are kept (Snakemake redoes only unfinished ones).
+# KPAD_PRESEED=DIR (a carried folder holding runs/ and benchmarks/ of an earlier lease's repeats): the model
+# and corpora are made first, then DIR's records are copied under results/ and kept (Snakemake reruns on
+# parameter changes only), so a later repeat continues the earlier lease's chain of runs.
+# Each config has its own state folder, so several configs can run one after another in one lease.
 # Writes $OUT/gpu.tgz with records, logs, benchmarks, tables and figures.
 set -uo pipefail
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0
 config=${KPAD_CONFIG:-config/gpu-embedded.yaml}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-state=/tmp/kpad-gpu-run
+state=/tmp/kpad-gpu-run/$(basename "$config" .yaml)
 mkdir -p "$state"
 if ! { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }; then
   if [ -f "$state/rc" ]; then
     echo "pipeline already finished with rc $(cat "$state/rc")"
   else
     echo "starting the pipeline $(date -u +%T): $config ${KPAD_ARGS:-}"
-    setsid nohup bash -c "python3 -m snakemake --cores all --configfile $config ${KPAD_ARGS:-} --rerun-incomplete \
-      --keep-going > $state/snakemake.log 2>&1; echo \$? > $state/rc" >/dev/null 2>&1 &
+    seed=""
+    if [ -n "${KPAD_PRESEED:-}" ]; then
+      targets=$(python3 -c "import sys, yaml; c = yaml.safe_load(open(sys.argv[1])); \
+print(' '.join([f'results/corpora/{x}.jsonl' for x in c['measure_corpora']] + [f'results/models/{m}' for m in c['models']]))" "$config")
+      seed="python3 -m snakemake $targets --cores all --configfile $config ${KPAD_ARGS:-} && \
+        cp -r $KPAD_PRESEED/. results/ && find $KPAD_PRESEED -type f | sed 's|^$KPAD_PRESEED/|results/|' | xargs touch && "
+      KPAD_ARGS="${KPAD_ARGS:-} --rerun-triggers params"
+    fi
+    setsid nohup bash -c "{ $seed python3 -m snakemake --cores all --configfile $config ${KPAD_ARGS:-} --rerun-incomplete \
+      --keep-going; } > $state/snakemake.log 2>&1; echo \$? > $state/rc" >/dev/null 2>&1 &
     echo $! > "$state/pid"
   fi
 fi
