@@ -143,3 +143,23 @@ def test_a_rate_of_zero_or_none_is_left_out_of_ratios_and_drift():
     assert (t.loc[("kpad8", "van"), "n"], t.loc[("kpad8", "van"), "ratios"]) == (1, "r1: 1.300")
     d = paired.drift_table(runs(tok)).set_index(["configuration", "what"])
     assert ("kpad8", "last / first repeat (sweep)") not in d.index  # one usable repeat: no trend
+
+
+def test_a_named_variant_is_compared_with_the_default_entry_of_its_method_and_k():
+    # output tok/s of the H200 capture study (results/gpu/h200-capture-runs.parquet, rounded to 0.1)
+    tok = {"kpad12": [14247.1, 11944.3, 12970.3], "kpad16": [12895.8, 12784.7, 12224.7]}
+    tok["kpad16nosize"] = [7652.6, 6559.7, 7469.2]
+    rows = []
+    for conf, values in tok.items():
+        for repeat, value in enumerate(values, start=1):
+            rows.append({"model": "m", "corpus": "c", "configuration": conf, "method": "kpad", "repeat": repeat})
+            rows[-1].update({"k": float(conf[4:6]), "phase": "sweep", "status": "ok", "output_tok_s": value})
+    t = paired.paired_table(pd.DataFrame(rows))
+    assert list(zip(t["numerator"], t["denominator"], strict=True)) == [("kpad16nosize", "kpad16")]
+    row = t.iloc[0]
+    ratios = [7652.6 / 12895.8, 6559.7 / 12784.7, 7469.2 / 12224.7]  # 0.593, 0.513, 0.611
+    assert row["ratio"] == pytest.approx(math.prod(ratios) ** (1 / 3)) == pytest.approx(0.5709, abs=1e-4)
+    assert (row["n"], row["favour"], row["label"]) == (3, 0, "95% CI")
+    assert paired.comparisons(
+        ["van", "suf", "trident"], {"van": "van", "suf": "suf", "trident": "suf"}, {"van": 0, "suf": 32, "trident": 32}
+    ) == [("trident", "suf"), ("suf", "van"), ("trident", "van")]

@@ -70,18 +70,27 @@ def summarize(ratios: list[float], confidence: float = CONFIDENCE) -> dict:
 def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str, int]) -> list[tuple[str, str]]:
     """The comparisons the product states, as ``(numerator, denominator)`` configuration names.
 
-    kpad K over nopad K (equal K; the core result), then every configuration over ``van`` and every
-    speculative configuration over ``suf`` (where those are present), in the order given.
+    kpad K over nopad K (equal K; the core result), every named variant over the default entry of its
+    method and K (``kpad16nosize`` over ``kpad16``; ``trident``, a suf variant, is covered by the next),
+    then every configuration over ``van`` and every speculative configuration over ``suf`` (where those are
+    present), in the order given; no pair twice.
     """
     out: list[tuple[str, str]] = []
     for c in configurations:
         if methods[c] == "kpad":
             out += [(c, o) for o in configurations if methods[o] == "nopad" and ks[o] == ks[c]]
+    for c in configurations:
+        if methods[c] in ("van", "suf") or pd.isna(ks[c]):
+            default = methods[c]
+        else:
+            default = f"{methods[c]}{int(ks[c])}"
+        if c != default and default in configurations and methods[default] == methods[c] and ks[default] == ks[c]:
+            out.append((c, default))
     if "van" in configurations:
         out += [(c, "van") for c in configurations if c != "van"]
     if "suf" in configurations:
         out += [(c, "suf") for c in configurations if c not in ("van", "suf")]
-    return out
+    return list(dict.fromkeys(out))
 
 
 def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
