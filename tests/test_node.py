@@ -3,6 +3,7 @@ group."""
 
 import contextlib
 import multiprocessing as mp
+import os
 import socket
 import subprocess
 import sys
@@ -482,3 +483,65 @@ def test_stop_kills_the_group_when_its_leader_has_already_exited():
     assert proc.returncode == 3 and group_alive(proc.pid)  # the sleeping child lives on in the group
     stop(proc, grace_s=5)
     assert not group_alive(proc.pid)
+
+
+# --- locks shared by the users of a node -----------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to act as a second user")
+def test_locks_work_for_a_second_user_of_the_node():
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from kpadstudy import locks
+
+    base = Path(tempfile.mkdtemp(prefix="kpad-locks-test-"))  # outside pytest's 0700 tmp: "nobody" must get in
+    try:
+        base.chmod(0o755)
+        old_umask = os.umask(0o022)
+        try:
+            d = locks.lock_dir(str(base / "locks"))
+            fd = locks.try_lock(d / "port-20000.lock")  # made by the first user (root)
+            locks.release(fd)
+            legacy = d / "gpu-0.lock"
+            legacy.write_text("")  # as an older version left it: 0644, root's
+        finally:
+            os.umask(old_umask)
+        assert (d.stat().st_mode & 0o7777, (d / "port-20000.lock").stat().st_mode & 0o777) == (0o1777, 0o666)
+        (base / "closed").mkdir(mode=0o755)
+        child = f"""
+import json, sys
+sys.path.insert(0, {str(Path(locks.__file__).parents[1])!r})
+from pathlib import Path
+from kpadstudy import locks
+d = locks.lock_dir({str(d)!r})
+got = [locks.try_lock(d / n) is not None for n in ("port-20000.lock", "gpu-0.lock", "cpu-slot-0.lock")]
+try:
+    locks.lock_dir({str(base / "closed")!r})
+    err = ""
+except PermissionError as e:
+    err = str(e)
+print(json.dumps({{"got": got, "err": err}}))
+"""
+
+        def as_nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        python = "/usr/bin/python3"  # the venv's interpreter may sit under a home no other user can enter
+        if not os.access(python, os.X_OK):
+            pytest.skip(f"{python} is not there to run as a second user")
+        p = subprocess.run([python, "-c", child], capture_output=True, text=True, preexec_fn=as_nobody)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        assert out["got"] == [True, True, True]  # root's file, root's legacy 0644 file (read-only), a new one
+        assert (d / "cpu-slot-0.lock").stat().st_uid == 65534
+        assert out["err"] == (
+            f"lock directory {base / 'closed'} is not writable by this user (uid 65534): its owner (uid 0) can run "
+            f"`chmod 1777 {base / 'closed'}`, or set config node.lock_dir / $KPAD_LOCK_DIR to a directory every "
+            "user of this node can write"
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -67,21 +67,24 @@ def _node():
     return min(int(r[1]) for r in default), min(int(re.sub(r"\D", "", r[2])) for r in default)
 
 
-def _test_profile(dest: Path) -> Path:
-    """profiles/slurm with cores, cpus_per_task and mem_mb cut to fit the node; status from squeue."""
+def _test_profile(dest: Path, retries: int = 0) -> Path:
+    """profiles/slurm with cores, cpus_per_task and mem_mb cut to fit the node; status from squeue.
+
+    ``mem_mb`` stays the profile's expression (it grows with ``attempt``), capped at half the node's memory.
+    """
     cpus, mem = _node()
     prof = yaml.safe_load(PROFILE.read_text())
     prof["cores"] = min(int(prof["cores"]), cpus)
     prof["jobs"] = 4
     prof["slurm-status-command"] = "squeue"  # no slurmdbd here; MinJobAge keeps finished jobs in squeue
     prof["slurm-init-seconds-before-status-checks"] = 5
-    prof["retries"] = 0  # a failure must show, not be retried away
+    prof["retries"] = retries  # 0 for the studies: a failure must show, not be retried away
     sections = [prof["default-resources"], *prof["set-resources"].values()]
-    for res in sections:
+    for res in {id(r): r for r in sections}.values():  # run and confirm_run share one mapping (a YAML anchor)
         if "cpus_per_task" in res:
             res["cpus_per_task"] = min(int(res["cpus_per_task"]), cpus)
         if "mem_mb" in res:
-            res["mem_mb"] = min(int(res["mem_mb"]), mem // 2)
+            res["mem_mb"] = f"min({mem // 2}, {res['mem_mb']})"
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "config.yaml").write_text(yaml.safe_dump(prof, sort_keys=False))
     return dest
@@ -98,6 +101,7 @@ def _config(work: Path) -> Path:
         "kpad": {"k": [4]},
         "nopad": {"k": []},
     }
+    cfg["confirm"] = {"enabled": True, "repeats": 1}  # van and kpad4 again, as confirm_run jobs
     cfg["prompts"] = {"measured": 6, "warmup": 2, "seed": 0}
     cfg["load"] = {"max_concurrency": 4, "max_tokens": 32, "temperature": 0}
     cfg["equivalence"] = {
@@ -195,11 +199,13 @@ def test_jobs_went_through_slurm(studies):
     log = studies["log"]
     calls = [line for line in log.splitlines() if line.startswith("sbatch call:")]
     rules = [_rule_of(c) for c in calls]
-    assert {"run", "equivalence", "model", "corpus"} <= set(rules), rules
-    assert rules.count("run") == 2
+    assert {"run", "confirm_run", "equivalence", "model", "corpus"} <= set(rules), rules
+    assert rules.count("run") == 2 and rules.count("confirm_run") == 2
     for rule, call in zip(rules, calls, strict=True):
         assert "--gpus" not in call  # device cpu: gpu resource 0
-        assert ("--exclusive" in call) == (rule in ("run", "equivalence")), call
+        assert ("--exclusive" in call) == (rule in ("run", "confirm_run", "equivalence")), call
+        if rule in ("run", "confirm_run"):
+            assert re.search(r" -t '?360'?( |$)", call), call  # the GPU jobs' time, first attempt
     # every job SLURM ran for the study completed (MinJobAge of tools/slurm-local.sh keeps them in squeue)
     ids = re.findall(r"submitted with SLURM jobid (\d+)", log)
     assert len(ids) == len(calls)
@@ -211,3 +217,33 @@ def test_jobs_went_through_slurm(studies):
     # the servers of the SLURM study ran and logged
     for server_log in (studies["slurm"] / "results" / "logs" / "runs").rglob("server.log"):
         assert server_log.stat().st_size > 0
+
+
+def test_a_retried_gpu_job_gets_more_time(tmp_path):
+    """A job of rule confirm_run that fails on its first attempt is resubmitted with the profile's time for
+    attempt 2 (360 -> 720 minutes): the job itself checks the runtime it was given."""
+    work = tmp_path / "retry"
+    work.mkdir()
+    (work / "Snakefile").write_text(
+        "rule all:\n"
+        '    input: "done.txt"\n\n'
+        "rule confirm_run:\n"
+        '    output: "done.txt"\n'
+        "    resources: gpu=0\n"
+        '    shell: "test {resources.runtime} -ge 720 && touch {output}"\n'
+    )
+    profile = _test_profile(tmp_path / "profile" / "slurm", retries=1)
+    p = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--directory", str(work), "--profile", str(profile), "--verbose"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    log = p.stdout + p.stderr
+    assert p.returncode == 0, log[-4000:]
+    calls = [line for line in log.splitlines() if line.startswith("sbatch call:")]
+    assert [_rule_of(c) for c in calls] == ["confirm_run", "confirm_run"], calls
+    assert re.search(r" -t '?360'?( |$)", calls[0]) and re.search(r" -t '?720'?( |$)", calls[1]), calls
+    assert all("--exclusive" in c for c in calls)
+    assert (work / "done.txt").exists()

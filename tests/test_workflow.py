@@ -142,3 +142,32 @@ def test_from_cache_and_report_without_vllm(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     html = (tmp_path / "report.html").read_text()
     assert "k_sweep.png" in html and "best_k_heatmap.png" in html
+
+
+def test_slurm_profile_sizes_every_gpu_rule_and_grows_with_attempt(monkeypatch):
+    """profiles/slurm: run, confirm_run and equivalence get the GPU partition and --exclusive; time and
+    memory are expressions of ``attempt`` (evaluated here as Snakemake does, with ``attempt`` in scope)."""
+    prof = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    res = prof["set-resources"]
+    monkeypatch.setenv("KPAD_SLURM_GPU_PARTITION", "h200")
+
+    def value(rule, key, attempt):
+        return eval(str(res[rule][key]), {"attempt": attempt})
+
+    expected = {  # rule: (runtime min at attempts 1 and 2, mem_mb at attempts 1 and 2)
+        "run": ((360, 720), (128000, 256000)),
+        "confirm_run": ((360, 720), (128000, 256000)),
+        "equivalence": ((240, 480), (128000, 256000)),
+    }
+    for rule, (runtime, mem) in expected.items():
+        assert (value(rule, "runtime", 1), value(rule, "runtime", 2)) == runtime, rule
+        assert (value(rule, "mem_mb", 1), value(rule, "mem_mb", 2)) == mem, rule
+        assert value(rule, "slurm_extra", 1) == "--exclusive" and value(rule, "slurm_partition", 1) == "h200"
+    assert eval(prof["default-resources"]["runtime"], {"attempt": 2}) == 240
+    # every rule that declares a gpu resource is sized here
+    gpu_rules = set(re.findall(r"^rule (\w+):(?:(?!^rule ).)*?\bgpu=", _rules_text(), re.M | re.S))
+    assert gpu_rules == {"run", "confirm_run", "equivalence"} and gpu_rules <= set(res)
+
+
+def _rules_text():
+    return "\n".join(p.read_text() for p in sorted((ROOT / "workflow" / "rules").glob("*.smk")))
