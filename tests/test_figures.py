@@ -241,3 +241,42 @@ def test_van_suf_bestkpad_draws_every_configuration_outside_the_k_sweep():
     heights = sorted(round(p.get_height(), 3) for p in fig.axes[0].patches)
     assert heights == [1.0, 1.0, 1.2, 1.3, 1.5, 2.0]  # A: van 1, suf 1.5, ngram7 1.3, bestKpad 2.0; B: 1, 1.2
     assert "x1.30" in texts(fig) and "did not boot" in texts(fig)
+
+
+def _cell(model, configuration, method, k, tok, statuses="ok:1"):
+    return {
+        "model": model,
+        "corpus": "mix",
+        "configuration": configuration,
+        "method": method,
+        "k": k,
+        "device": "cuda",
+        "output_tok_s_median": tok,
+        "statuses": statuses,
+        "graph_lost": False,
+    }
+
+
+def test_k_sweep_legend_when_the_first_model_has_no_valid_kpad_run():
+    # issue 18: model "a" (alphabetically first) booted no kpad4 server; its panel has no line
+    cells = pd.DataFrame(
+        [
+            _cell("a", "van", "van", 0, 100.0),
+            _cell("a", "suf", "suf", 32, 110.0),
+            _cell("a", "kpad4", "kpad", 4, float("nan"), statuses="boot_failed:1"),
+            _cell("b", "van", "van", 0, 100.0),
+            _cell("b", "suf", "suf", 32, 110.0),
+            _cell("b", "kpad4", "kpad", 4, 120.0),
+        ]
+    )
+    fig = figures.k_sweep(cells)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["mix"]
+    assert "did not boot (mix)" in texts(fig)
+
+
+def test_k_vs_r_of_a_study_without_van_says_why_it_is_empty():
+    from kpadstudy import stepcost
+
+    cells = pd.DataFrame([_cell("m", "kpad12", "kpad", 12, 14247.1), _cell("m", "kpad16", "kpad", 16, 12895.8)])
+    fig = figures.k_vs_r(stepcost.step_cost(pd.DataFrame(), cells))
+    assert texts(fig) == ["no step-cost rows: K-bar / R needs van in the same cell"]

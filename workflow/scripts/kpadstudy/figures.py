@@ -134,8 +134,9 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
     cudagraphs (cells ``graph_lost``) is crossed and labelled "graph lost": it is never a best K. Panels have
     their own y scale (models differ by 40x in tok/s).
     """
-    from .tables import failure_label, lost_graphs
+    from .tables import failure_label, lost_graphs, sweep_rows
 
+    cells = sweep_rows(cells)  # the K-sweep's own repeats (a confirmation's reruns are another phase)
     kp = cells[cells["method"] == "kpad"].copy()
     models = sorted(kp["model"].unique())
     if not models:
@@ -181,10 +182,20 @@ def k_sweep(cells: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(models) :]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, title="corpus", title_fontsize=8
-    )
+    legend = {}  # every panel's lines (the first model may have no valid kpad run at all)
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    if legend:
+        fig.legend(
+            list(legend.values()),
+            list(legend),
+            loc="lower center",
+            ncol=min(7, len(legend)),
+            fontsize=8,
+            title="corpus",
+            title_fontsize=8,
+        )
     wrapped = textwrap.fill(note, width=max(30, int(3.6 * ncol * 11))) if note else ""
     fig.suptitle("K-sweep: median output tok/s per kpad K" + (f"\n{wrapped}" if wrapped else ""), fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
@@ -204,15 +215,15 @@ def van_suf_bestkpad(cells: pd.DataFrame, corpus: str = "mix", note: str = "") -
     Bars are annotated ``x<ratio>``; a configuration without a valid median gets no bar but a "did not
     boot" / "failed" / "not measured" label; with no valid van, no ratio exists and the model says so.
     """
-    from .tables import best_kpad, failure_label
+    from .tables import best_kpad, comparison_rows, failure_label
 
-    d = cells[cells["corpus"] == corpus]
+    d = comparison_rows(cells[cells["corpus"] == corpus])  # one phase per cell: its confirmation, else its sweep
     if d.empty:
         fig, ax = plt.subplots(figsize=(6.0, 2.0))
         ax.axis("off")
         ax.text(0.5, 0.5, f"no cells for corpus {corpus!r} in these data", ha="center", va="center")
         return fig
-    best = best_kpad(d).set_index("model")
+    best = best_kpad(cells[cells["corpus"] == corpus]).set_index("model")
     models = sorted(best.index)
     others = list(pd.unique(d.loc[~d["method"].isin(["van", "kpad", "nopad", "bestkpad"]), "configuration"]))
     names = ["van", *others, "bestKpad"]
@@ -357,6 +368,11 @@ def k_vs_r(table: pd.DataFrame, note: str = "") -> plt.Figure:
     steps, triangle: TPOT); the diagonal is prediction = measurement, the lines at 1 are van. Rows
     without a number are listed as "no valid run" under the axes, never drawn.
     """
+    if table.empty:  # e.g. a study without van: no step-cost ratio, no speed-up over van
+        fig, ax = plt.subplots(figsize=(6.0, 2.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no step-cost rows: K-bar / R needs van in the same cell", ha="center", va="center")
+        return fig
     t = table.copy()
     if "dataset" not in t:
         t["dataset"] = t["device"]
