@@ -5,7 +5,7 @@ import shlex
 import pandas as pd
 import pytest
 
-from kpadstudy import advice, compare, runs, stepcost, tables
+from kpadstudy import advice, compare, confirm, runs, stepcost, tables
 
 
 def cell(cfg, method, k, tok, mad=0.0, tpot=10.0, kbar=1.0, corpus="mix", model="M", device="cuda", statuses="ok:3"):
@@ -166,10 +166,31 @@ def test_recommend_suf_on_the_published_qwen_7b_mix():
     assert r["reason"].startswith("suf: 1.04x kpad6 by point estimate (single measurement); medians suf 7,803.")
 
 
-def test_recommend_prefers_a_confirmation_row():
+def test_recommend_prefers_a_separate_measurement_of_the_best_k():
     conf = pd.concat([CELLS, pd.DataFrame([cell("bestKpad", "bestkpad", 8, 140.0, mad=1.0)])])
     r = advice.recommend(conf).iloc[0]
-    assert (r["recommended"], r["basis"], r["candidate_tok_s"]) == ("kpad8", "confirmation", 140.0)
+    assert (r["recommended"], r["basis"], r["candidate_tok_s"]) == ("kpad8", "separate measurement", 140.0)
+
+
+def test_a_confirmed_cell_is_advised_from_its_confirmation_only():
+    # the sweep: kpad8 150 best, kpad4 149 second; the confirmation (its own repeats): van 98, suf 130,
+    # kpad8 (bestkpad) 140, kpad4 145. The pick is the better confirmed K, against the confirmation's suf.
+    confirmed = pd.DataFrame(
+        [
+            cell("van", "van", 0, 98.0),
+            cell("suf", "suf", 32, 130.0),
+            cell("kpad8", "bestkpad", 8, 140.0),
+            cell("kpad4", "kpad", 4, 145.0),
+        ]
+    ).assign(phase="confirm")
+    final = confirm.prefer_confirmed(CELLS, confirmed)
+    r = advice.recommend(final).iloc[0]
+    assert (r["recommended"], r["basis"], r["phase"], r["runner_up"]) == ("kpad4", "confirmation", "confirm", "suf")
+    assert (r["candidate_tok_s"], r["van_tok_s"], r["suf_tok_s"]) == (145.0, 98.0, 130.0)
+    assert r["reason"] == (
+        "kpad4: 1.12x suf by point estimate (medians of 3 and 3 repeats, not paired); medians kpad4 145.0, "
+        "suf 130.0, van 98.0 tok/s; K=4 is at the edge of the swept Ks 4-8: a K beyond may do better"
+    )
 
 
 def test_command_line_is_built_from_server_command_and_env():

@@ -7,6 +7,7 @@ About 2-3 minutes on 2 cores (each run's client imports vLLM).
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -65,45 +66,56 @@ def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes
     assert list(runs["status"]) == ["invalid"]
 
 
-def test_confirmation_reruns_van_suf_and_the_best_k(tmp_path, smol_model):
-    """Fake schedule: 1 + K // 4 tokens per chunk, so kpad8 beats kpad4 and is confirmed as method bestkpad."""
+def test_confirmation_reruns_each_cell_in_its_own_repeats(tmp_path, smol_model):
+    """Fake schedule: 1 + K // 4 tokens per chunk, so kpad8 beats kpad4: kpad8 is confirmed as method bestkpad
+    and kpad4 as the second-best K, with van, in the confirmation's own repeat. Two cells (one checkpoint under
+    two model names): a changed sweep record of one cell re-plans that cell's confirmation only."""
+    twin = "SmolLM2-twin"
     study_config(
         tmp_path,
         smol_model,
+        models={twin: {"source": "local", "path": str(smol_model), "tensor_parallel_size": 1}},
         server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
-        configurations={
-            "van": {"enabled": True},
-            "suf": {"enabled": True, "k": 32},
-            "kpad": {"k": [4, 8]},
-            "nopad": {"k": []},
-        },
+        configurations={"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": [4, 8]}, "nopad": {"k": []}},
         confirm={"enabled": True, "repeats": 1},
     )
     p = snakemake(tmp_path, "results/cells_final.parquet")
     assert p.returncode == 0, p.log_path.read_text()[-3000:]
-    best = json.loads((tmp_path / "results" / "confirm" / "best_k.json").read_text())
-    assert [(c["model"], c["corpus"], c["best_k"]) for c in best["cells"]] == [(MODEL, "humaneval", 8)]
-    confirm_runs = sorted(
-        f.parent.name for f in (tmp_path / "results" / "confirm" / MODEL / "humaneval").glob("*/r1.json")
-    )
-    assert confirm_runs == ["kpad8", "suf", "van"]
-    assert (
-        json.loads((tmp_path / "results" / "confirm" / MODEL / "humaneval" / "kpad8" / "r1.json").read_text())["phase"]
-        == "confirm"
-    )
+    for model in (MODEL, twin):
+        best = json.loads((tmp_path / "results" / "confirm" / model / "humaneval" / "best_k.json").read_text())
+        assert [(c["model"], c["corpus"], c["best_k"], c["second_k"]) for c in best["cells"]] == [
+            (model, "humaneval", 8, 4)
+        ]
+    cell = tmp_path / "results" / "confirm" / MODEL / "humaneval"
+    records = {f.parent.name: json.loads(f.read_text()) for f in cell.glob("*/r1.json")}
+    assert sorted(records) == ["kpad4", "kpad8", "van"]
+    assert {r["phase"] for r in records.values()} == {"confirm"}
+    assert sorted(r["position"] for r in records.values()) == [1, 2, 3]
     confirmed = pd.read_parquet(tmp_path / "results" / "confirmed.parquet")
+    confirmed = confirmed[confirmed["model"] == MODEL]
     assert sorted(
         zip(confirmed["configuration"], confirmed["method"], confirmed["phase"], confirmed["n_valid"], strict=True)
-    ) == [
-        ("kpad8", "bestkpad", "confirm", 1),
-        ("suf", "suf", "confirm", 1),
-        ("van", "van", "confirm", 1),
-    ]
+    ) == [("kpad4", "kpad", "confirm", 1), ("kpad8", "bestkpad", "confirm", 1), ("van", "van", "confirm", 1)]
     final = pd.read_parquet(tmp_path / "results" / "cells_final.parquet")
+    final = final[final["model"] == MODEL]
     assert sorted(zip(final["configuration"], final["method"], final["phase"], strict=True)) == [
+        ("kpad4", "kpad", "confirm"),
         ("kpad4", "kpad", "sweep"),
         ("kpad8", "bestkpad", "confirm"),
         ("kpad8", "kpad", "sweep"),
-        ("suf", "suf", "confirm"),
         ("van", "van", "confirm"),
+        ("van", "van", "sweep"),
     ]
+    paired_md = (tmp_path / "results" / "confirm" / "paired.md").read_text()
+    assert f"## {MODEL} / humaneval (confirm)" in paired_md and "- kpad8 / van: " in paired_md
+    # one sweep record of MODEL's cell changes (its last run, so no later run of the chain is involved; its
+    # content, as Snakemake ignores a touch of a small file whose checksum it knows): the dry run re-plans that
+    # cell's checkpoint (whose new output then re-plans that cell's confirmation runs), nothing of the twin's
+    sweep = sorted((tmp_path / "results" / "runs" / MODEL / "humaneval").glob("*/r1.json"), key=os.path.getmtime)
+    record = json.loads(sweep[-1].read_text())
+    sweep[-1].write_text(json.dumps({**record, "output_tok_s": record["output_tok_s"] * 1.01}))
+    p = snakemake(tmp_path, "results/cells_final.parquet", extra=("-n",))
+    log = p.log_path.read_text()
+    assert p.returncode == 0, log[-3000:]
+    planned = re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", log, re.M)
+    assert sorted(set(planned)) == [("best_k", f"model={MODEL}, corpus=humaneval")], planned

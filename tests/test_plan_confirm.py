@@ -36,12 +36,13 @@ def test_plan_of_the_shipped_config_without_network(tmp_path):
     assert p.returncode == 0, p.stderr
     text = (tmp_path / "results" / "plan.md").read_text()
     assert text in p.stdout  # printed too
-    assert "| Qwen2.5-72B-Instruct | 4 | 126 | 63 | unknown | unknown (Hub not reachable, no size_gb) |" in text
-    assert "| DeepSeek-R1 | 8 | 126 | 63 | unknown |" in text
-    # 11 models x 7 corpora x 6 configurations x 3 repeats; confirmation: 77 cells x (van, suf, best K) x 3
-    assert "- server boots: 2,079 (1,386 sweep runs + 693 confirmation runs)" in text
-    # 189 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 1,142.5 GPU-hours, / 8 GPUs
-    assert "- GPU time: 1,142.5 GPU-hours" in text and "- wall time: about 142.8 h" in text
+    assert "| Qwen2.5-72B-Instruct | 4 | 126 | 84 | unknown | unknown (Hub not reachable, no size_gb) |" in text
+    assert "| DeepSeek-R1 | 8 | 126 | 84 | unknown |" in text
+    # 11 models x 7 corpora x 6 configurations x 3 repeats; confirmation: 77 cells x (van, suf, best K,
+    # second-best K; no nopad in the shipped config) x 3
+    assert "- server boots: 2,310 (1,386 sweep runs + 924 confirmation runs)" in text
+    # 210 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 1,269.5 GPU-hours, / 8 GPUs
+    assert "- GPU time: 1,269.5 GPU-hours" in text and "- wall time: about 158.7 h" in text
     assert (
         "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s "
         "(config plan.boot_s, plan.requests_per_s)" in text
@@ -96,7 +97,7 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
     best = confirm.pick_best_k(CELLS, 2)
     assert best == {
         "repeats": 2,
-        "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0}],
+        "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0, "second_k": 4}],
     }  # d: no valid kpad
     study = runs.configurations(
         {
@@ -110,21 +111,19 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
             ],
         }
     )
-    assert confirm.confirm_order(best, study) == {
-        ("m", "c"): [
-            ("van", 1),
-            ("suf", 1),
-            ("ngram7", 1),
-            ("kpad8", 1),
-            ("van", 2),
-            ("suf", 2),
-            ("ngram7", 2),
-            ("kpad8", 2),
-        ]
-    }
+    # van, suf, ngram7 (outside the sweep), the best K, the second-best K, nopad at the best K; listed order
+    block = ["van", "suf", "ngram7", "kpad8", "kpad4", "nopad8"]
+    assert confirm.confirm_order(best, study) == {("m", "c"): [(n, r) for r in (1, 2) for n in block]}
+    # shuffled per repeat with the seed: the same set in each repeat, a recorded, repeatable order
+    shuffled = confirm.confirm_order(best, study, seed=0)[("m", "c")]
+    # random.Random("confirm/0/1").shuffle and random.Random("confirm/0/2").shuffle of the listed block
+    assert [n for n, r in shuffled if r == 1] == ["kpad4", "nopad8", "kpad8", "suf", "van", "ngram7"]
+    assert [n for n, r in shuffled if r == 2] == ["kpad8", "kpad4", "suf", "van", "ngram7", "nopad8"]
     assert confirm.confirm_order(best, [c for c in study if c.method == "kpad"]) == {
-        ("m", "c"): [("kpad8", 1), ("kpad8", 2)]
+        ("m", "c"): [("kpad8", 1), ("kpad4", 1), ("kpad8", 2), ("kpad4", 2)]
     }
+    one_k = {"repeats": 1, "cells": [{"model": "m", "corpus": "c", "best_k": 4, "second_k": None}]}
+    assert confirm.confirm_order(one_k, study) == {("m", "c"): [("van", 1), ("suf", 1), ("ngram7", 1), ("kpad4", 1)]}
 
 
 def test_confirmed_numbers_are_preferred():
@@ -163,21 +162,31 @@ def test_confirmed_numbers_are_preferred():
     )
     merged = confirm.prefer_confirmed(CELLS, confirmed)
     c = merged[merged["corpus"] == "c"]
-    assert sorted(zip(c["configuration"], c["method"], c["phase"], c["output_tok_s_median"], strict=True)) == [
-        ("kpad4", "kpad", "sweep", 170.0),
-        ("kpad8", "bestkpad", "confirm", 160.0),
-        ("kpad8", "kpad", "sweep", 180.0),
-        ("suf", "suf", "sweep", 150.0),  # the confirmation's suf had no valid run: the sweep's stays
-        ("van", "van", "confirm", 98.0),
+    rows = sorted(zip(c["phase"], c["configuration"], c["method"], c["output_tok_s_median"].fillna(-1), strict=True))
+    assert rows == [  # both phases kept, nothing replaced
+        ("confirm", "kpad8", "bestkpad", 160.0),
+        ("confirm", "suf", "suf", -1),
+        ("confirm", "van", "van", 98.0),
+        ("sweep", "kpad4", "kpad", 170.0),
+        ("sweep", "kpad8", "kpad", 180.0),
+        ("sweep", "suf", "suf", 150.0),
+        ("sweep", "van", "van", 100.0),
     ]
+    # comparisons of the confirmed cell read the confirmation only: its suf failed, so no suf number, never
+    # the sweep's 150; the best K is still the sweep's pick (180 at K8), its number the confirmation's 160
+    compared = tables.comparison_rows(merged)
+    assert set(compared[compared["corpus"] == "c"]["phase"]) == {"confirm"}
+    assert set(compared[compared["corpus"] == "d"]["phase"]) == {"sweep"}
     best = tables.best_kpad(merged).set_index("corpus").loc["c"]
     assert (
+        best["phase"],
         best["best_k"],
         best["best_kpad_tok_s"],
         best["best_from"],
         best["sweep_best_tok_s"],
         best["van_tok_s"],
-    ) == (8, 160.0, "separate measurement", 180.0, 98.0)
+    ) == ("confirm", 8, 160.0, "separate measurement", 180.0, 98.0)
+    assert pd.isna(best["suf_tok_s"]) and pd.isna(best["bestkpad_over_suf"])
     runs = pd.DataFrame(
         [
             {
@@ -196,3 +205,26 @@ def test_confirmed_numbers_are_preferred():
     )
     t = confirm.confirmed_cells(runs)
     assert (t.loc[0, "method"], t.loc[0, "phase"], t.loc[0, "output_tok_s_median"]) == ("bestkpad", "confirm", 160.0)
+    # with best_k.json only the best K's row is the bestkpad measurement; the second-best K stays kpad
+    two = pd.concat([runs, runs.assign(configuration="kpad4", k=4, output_tok_s=150.0)], ignore_index=True)
+    t = confirm.confirmed_cells(two, {"repeats": 1, "cells": [{"model": "m", "corpus": "c", "best_k": 8}]})
+    assert sorted(zip(t["configuration"], t["method"], strict=True)) == [("kpad4", "kpad"), ("kpad8", "bestkpad")]
+
+
+def test_a_confirmation_run_knows_its_place_in_its_repeat(tmp_path):
+    import json
+
+    import pytest
+
+    best = tmp_path / "best_k.json"
+    best.write_text(json.dumps({"repeats": 2, "cells": [{"model": "m", "corpus": "c", "best_k": 8, "second_k": 4}]}))
+    cfg = {
+        "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+        "configurations": [{"method": "van"}, {"method": "suf", "k": 32}, {"method": "kpad", "k": [4, 8]}],
+        "order_seed": 0,
+    }
+    # repeat 2: [van, suf, kpad8, kpad4] shuffled by random.Random("confirm/0/2") -> suf, van, kpad4, kpad8
+    places = {n: confirm.confirm_position(str(best), cfg, "m", "c", n, 2) for n in ["van", "suf", "kpad8", "kpad4"]}
+    assert places == {"suf": 1, "van": 2, "kpad4": 3, "kpad8": 4}
+    with pytest.raises(ValueError, match=r"best_k.json: m/c kpad12 r1 is not in the confirmation's plan"):
+        confirm.confirm_position(str(best), cfg, "m", "c", "kpad12", 1)

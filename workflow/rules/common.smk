@@ -103,21 +103,27 @@ def confirm_path(model, corpus, configuration, repeat):
     return f"results/confirm/{model}/{corpus}/{configuration}/r{repeat}.json"
 
 
-def confirm_plan(wildcards=None):
-    """{(model, corpus): [(configuration, repeat), ...]} from the checkpoint's output (interleaved order)."""
-    with open(checkpoints.best_k.get().output[0]) as f:
-        return kconfirm.confirm_order(json.load(f), CONFIGURATIONS)
+def cell_runs(wildcards):
+    """Every sweep record of one cell (input of its checkpoint best_k)."""
+    return [run_path(wildcards.model, wildcards.corpus, cfg, r) for cfg, r in RUN_ORDER]
+
+
+def confirm_plan(model, corpus):
+    """[(configuration, repeat), ...] of one cell's confirmation, from its checkpoint's output."""
+    with open(checkpoints.best_k.get(model=model, corpus=corpus).output[0]) as f:
+        best = json.load(f)
+    return kconfirm.confirm_order(best, CONFIGURATIONS, config["order_seed"]).get((model, corpus), [])
 
 
 def confirm_previous(wildcards):
     """The confirmation run just before this one in its cell (none for the first)."""
-    order = confirm_plan()[(wildcards.model, wildcards.corpus)]
+    order = confirm_plan(wildcards.model, wildcards.corpus)
     i = order.index((wildcards.configuration, int(wildcards.repeat)))
     return [] if i == 0 else [confirm_path(wildcards.model, wildcards.corpus, *order[i - 1])]
 
 
 def all_confirm_runs(wildcards):
-    return [confirm_path(m, c, cfg, r) for (m, c), order in confirm_plan().items() for cfg, r in order]
+    return [confirm_path(m, c, cfg, r) for m in MODELS for c in MEASURED_CORPORA for cfg, r in confirm_plan(m, c)]
 
 
 def all_runs():

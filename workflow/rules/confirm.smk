@@ -1,20 +1,21 @@
 # Confirmation of the K-sweep's best K (config `confirm`): the sweep's best kpad K is the max of noisy
-# medians, so it is biased upward; van, suf and that K are measured again, apart from the sweep.
+# medians, so it is biased upward; van, suf, the best and second-best K (and nopad at the best K) are
+# measured again in their own interleaved repeats, apart from the sweep (kpadstudy.confirm).
 
 
 checkpoint best_k:
-    """Per cell the sweep's best kpad K (highest median output tok/s): results/confirm/best_k.json."""
+    """One cell's best and second-best kpad K, from that cell's sweep records only: a new or changed record
+    re-plans the confirmation of its own cell, no other."""
     input:
-        "results/cells.parquet",
+        cell_runs,
     output:
-        "results/confirm/best_k.json",
+        "results/confirm/{model}/{corpus}/best_k.json",
     log:
-        "results/logs/best_k.log",
+        "results/logs/best_k/{model}/{corpus}.log",
     conda:
         "../../envs/analysis.yaml"
     params:
         repeats=CONFIRM["repeats"],
-        measured=MEASURED_CORPORA,
     script:
         "../scripts/confirm.py"
 
@@ -24,7 +25,7 @@ rule confirm_run:
     input:
         model="results/models/{model}",
         corpus="results/corpora/{corpus}.jsonl",
-        best_k="results/confirm/best_k.json",
+        best_k="results/confirm/{model}/{corpus}/best_k.json",
         previous=confirm_previous,
     output:
         "results/confirm/{model}/{corpus}/{configuration}/r{repeat}.json",
@@ -45,11 +46,19 @@ rule confirm_run:
 
 
 rule confirmed_table:
-    """Confirmation runs -> results/confirmed.parquet (cells schema, phase confirm, the best K as method bestkpad)."""
+    """Confirmation runs -> results/confirmed.parquet (cells schema, phase confirm, the best K as method bestkpad),
+    results/confirm/runs.parquet, the confirmation's own paired comparisons (results/confirm/paired.{parquet,md})
+    and the drift of the configurations both phases ran, confirmation over sweep (results/confirm/drift.parquet)."""
     input:
-        all_confirm_runs,
+        runs=all_confirm_runs,
+        best_k=expand("results/confirm/{cell}/best_k.json", cell=[f"{m}/{c}" for m in MODELS for c in MEASURED_CORPORA]),
+        sweep="results/runs.parquet",
     output:
-        "results/confirmed.parquet",
+        cells="results/confirmed.parquet",
+        runs="results/confirm/runs.parquet",
+        paired="results/confirm/paired.parquet",
+        paired_md="results/confirm/paired.md",
+        drift="results/confirm/drift.parquet",
     log:
         "results/logs/confirmed_table.log",
     conda:

@@ -1,5 +1,6 @@
 """Rules tables, confirmed_table and analysis_cells: run records -> Parquet tables."""
 
+import json
 import logging
 
 import pandas as pd
@@ -23,10 +24,23 @@ if sm.rule == "tables":
         f.write(paired.to_markdown(pairs, drift))
     log.info("%d paired comparisons", len(pairs))
 elif sm.rule == "confirmed_table":
-    runs = tables.read_runs(sm.input)
-    out = confirm.confirmed_cells(runs) if len(runs) else pd.DataFrame()
-    out.to_parquet(sm.output[0], index=False)
-    log.info("%d confirmation runs -> %d rows", len(runs), len(out))
+    runs = tables.read_runs(sm.input.runs)
+    best_k = {"repeats": None, "cells": []}
+    for path in sm.input.best_k:
+        with open(path) as f:
+            best_k["cells"] += json.load(f)["cells"]
+    out = confirm.confirmed_cells(runs, best_k) if len(runs) else pd.DataFrame()
+    out.to_parquet(sm.output.cells, index=False)
+    runs.to_parquet(sm.output.runs, index=False)
+    pairs = paired.paired_table(runs)
+    pairs.to_parquet(sm.output.paired, index=False)
+    both = pd.concat([pd.read_parquet(sm.input.sweep), runs], ignore_index=True)
+    drift = paired.drift_table(both)
+    drift = drift[drift["what"].str.contains("confirm")] if len(drift) else drift
+    drift.to_parquet(sm.output.drift, index=False)
+    with open(sm.output.paired_md, "w") as f:
+        f.write(paired.to_markdown(pairs, drift))
+    log.info("%d confirmation runs -> %d rows, %d paired comparisons", len(runs), len(out), len(pairs))
 elif sm.rule == "analysis_cells":
     out = confirm.prefer_confirmed(pd.read_parquet(sm.input.cells), pd.read_parquet(sm.input.confirmed))
     out.to_parquet(sm.output[0], index=False)

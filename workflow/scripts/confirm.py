@@ -1,19 +1,22 @@
-"""Checkpoint best_k: results/cells.parquet -> results/confirm/best_k.json (kpadstudy.confirm.pick_best_k)."""
+"""Checkpoint best_k: one cell's sweep records -> results/confirm/{model}/{corpus}/best_k.json
+(kpadstudy.confirm.pick_best_k)."""
 
 import json
 import logging
 
-import pandas as pd
-
 from _rule import setup_logging
-from kpadstudy import confirm
+from kpadstudy import confirm, tables
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
-cells = pd.read_parquet(sm.input[0])
-best = confirm.pick_best_k(cells[cells["corpus"].isin(sm.params.measured)], sm.params.repeats)
+runs = tables.read_runs(sm.input)
+best = confirm.pick_best_k(tables.cells(runs), sm.params.repeats)
 with open(sm.output[0], "w") as f:
     json.dump(best, f, indent=1)
 logging.getLogger("best_k").info(
-    "%d cells to confirm: %s", len(best["cells"]), [(c["model"], c["corpus"], c["best_k"]) for c in best["cells"]]
+    "%s/%s: %d sweep runs; to confirm: %s",
+    sm.wildcards.model,
+    sm.wildcards.corpus,
+    len(runs),
+    [(c["best_k"], c["second_k"]) for c in best["cells"]] or "nothing (no valid kpad run)",
 )

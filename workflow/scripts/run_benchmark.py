@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from _rule import setup_logging
+from kpadstudy.confirm import confirm_position
 from kpadstudy.execute import execute_run
 from kpadstudy.runs import workflow_commit
 
@@ -33,6 +34,9 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
         plugin_path=sm.params.plugin_path,
         workflow_commit=commit,
         phase="confirm" if sm.rule == "confirm_run" else "sweep",
+        position=confirm_position(sm.input.best_k, sm.config, w.model, w.corpus, w.configuration, int(w.repeat))
+        if sm.rule == "confirm_run"
+        else None,
     )
     logging.getLogger("run").info(
         "%s %s %s r%s: %s %s output_tok_s=%s",

@@ -75,11 +75,12 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
 
 
 def write_recommendations(
-    cells_path: str, config: dict, within_best: float, out_md: str, runs_path: str | None = None
+    cells_path: str, config: dict, within_best: float, out_md: str, runs_path: str | list[str] | None = None
 ) -> pd.DataFrame:
     """results/recommendations.md (:mod:`kpadstudy.advice`); paired against the runner-up when ``runs_path``
-    (the run records) is given."""
-    run_table = pd.read_parquet(runs_path) if runs_path else None
+    (the run records: results/runs.parquet, and results/confirm/runs.parquet with a confirmation) is given."""
+    paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
+    run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
     recs = advice.recommend(tables.read_cells(cells_path), within_best, run_table)
     Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
     return recs

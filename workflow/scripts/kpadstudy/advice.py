@@ -1,8 +1,10 @@
 """Advice: per cell, the configuration to serve with, against its runner-up, and its exact server command line.
 
-The rule (issue 16): the candidates are the best kpad K (a confirmation measurement of it, method
-``bestkpad``, where the cell has one; else the smallest swept K within ``within_best`` (1%) of the best
-K's median, leaving out Ks whose runs lost their FULL cudagraphs) and every configuration outside the K
+The rule (issue 16): every comparison of a cell reads one phase (:func:`kpadstudy.tables.comparison_rows`):
+its confirmation where it has one, else its sweep. The candidates are the best kpad K - in a confirmed cell
+the better of the confirmed best and second-best K; elsewhere a published bestKpad measurement where there is
+one, else the smallest swept K within ``within_best`` (1%) of the best K's median; Ks whose runs lost their
+FULL cudagraphs left out - and every configuration outside the K
 sweep (van, suf, ngram, Trident-like entries). The candidate with the highest median output tok/s is
 recommended; the next one is its runner-up. With run records of both (the same repeats), the choice is
 stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
@@ -26,16 +28,20 @@ WITHIN_BEST = 0.01
 
 
 def _best_kpad(valid: pd.DataFrame, within_best: float) -> tuple[pd.Series | None, str]:
-    """The cell's kpad candidate and its basis ("confirmation" or "K-sweep")."""
-    conf = valid[valid["method"] == "bestkpad"]
-    if len(conf):
-        return conf.iloc[0], "confirmation"
-    sweep = valid[valid["method"] == "kpad"].sort_values("k")
-    sweep = sweep[~tables.lost_graphs(sweep)]
-    if not len(sweep):
-        return None, "K-sweep"
-    best = sweep["output_tok_s_median"].max()
-    return sweep[sweep["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], "K-sweep"
+    """The cell's kpad candidate and its basis: "confirmation" (a confirmed cell: the best of its confirmed
+    Ks, the sweep's best and second-best), "separate measurement" (a published bestKpad row) or "K-sweep"."""
+    confirmed = "phase" in valid.columns and (valid["phase"] == "confirm").any()
+    if not confirmed:
+        sep = valid[valid["method"] == "bestkpad"]
+        if len(sep):
+            return sep.iloc[0], "separate measurement"
+    kp = valid[valid["method"].isin(["kpad", "bestkpad"])].sort_values("k")
+    kp = kp[~tables.lost_graphs(kp)]
+    basis = "confirmation" if confirmed else "K-sweep"
+    if not len(kp):
+        return None, basis
+    best = kp["output_tok_s_median"].max()
+    return kp[kp["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], basis
 
 
 def _n_valid(row: pd.Series) -> int:
@@ -43,12 +49,15 @@ def _n_valid(row: pd.Series) -> int:
     return 1 if n is None or pd.isna(n) else max(1, int(n))
 
 
-def _comparison(win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | None) -> dict[str, Any]:
-    """Winner over runner-up: paired over the sweep repeats both ran (rates > 0), else the ratio of medians."""
+def _comparison(
+    win: pd.Series, runner: pd.Series, cell_runs: pd.DataFrame | None, phase: str = "sweep"
+) -> dict[str, Any]:
+    """Winner over runner-up: paired over the repeats of ``phase`` both ran (rates > 0), else the ratio of
+    medians."""
     a, b = win["configuration"], runner["configuration"]
     if cell_runs is not None and len(cell_runs):
         prepared = paired.prepared_runs(cell_runs)
-        ratios = paired.within_repeat_ratios(paired.repeat_table(prepared[prepared["phase"] == "sweep"]), a, b)
+        ratios = paired.within_repeat_ratios(paired.repeat_table(prepared[prepared["phase"] == phase]), a, b)
         if len(ratios):
             return {**paired.summarize([float(x) for x in ratios]), "basis_ratio": "paired"}
     n = min(_n_valid(win), _n_valid(runner))
@@ -101,7 +110,8 @@ def recommend(
 
     Returns:
         Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``van``, ``suf``),
-        ``method, k, basis`` ("confirmation" or "K-sweep": where the kpad candidate's number comes from),
+        ``method, k, basis`` ("confirmation", "separate measurement" or "K-sweep": where the kpad candidate's
+        number comes from), ``phase`` (of every number of the row: sweep or confirm),
         ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
         ``van_tok_s``, ``suf_tok_s``, ``runner_up``, ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
         ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
@@ -109,7 +119,8 @@ def recommend(
         valid median gets ``recommended`` "" and a reason saying so.
     """
     out = []
-    for (model, corpus), g in cells.groupby(["model", "corpus"], sort=True):
+    for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True):
+        phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
         valid = g[g["output_tok_s_median"].notna()]
         cand, basis = _best_kpad(valid, within_best)
         others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
@@ -130,6 +141,7 @@ def recommend(
             "corpus": corpus,
             "device": g["device"].iloc[0],
             "basis": basis,
+            "phase": phase,
             "candidate": "" if cand is None else cand["configuration"],
             "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
             "van_tok_s": median("van"),
@@ -157,7 +169,7 @@ def recommend(
             cell_runs = None
             if run_table is not None and len(run_table):
                 cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
-            c = _comparison(win, runner, cell_runs)
+            c = _comparison(win, runner, cell_runs, phase)
             if c["basis_ratio"] == "paired" and c["ratio"] < 1:
                 # within the same repeats the runner-up wins: that beats medians of other times (or phases)
                 win, runner, c = runner, win, _swapped(c)
@@ -176,7 +188,9 @@ def recommend(
                 clear=clear,
             )
             reason = f"{words}; medians {listed} tok/s"
-        swept = sorted(int(k) for k in valid[valid["method"] == "kpad"]["k"])
+        sweep = tables.sweep_rows(cells)
+        sweep = sweep[(sweep["model"] == model) & (sweep["corpus"] == corpus) & sweep["output_tok_s_median"].notna()]
+        swept = sorted(int(k) for k in sweep[sweep["method"] == "kpad"]["k"])
         if method == "kpad" and len(swept) > 1 and row["k"] in (swept[0], swept[-1]):
             reason += f"; K={row['k']} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
         row["reason"] = reason

@@ -1,14 +1,17 @@
-"""Confirmation of the K-sweep's best K: pick it, order the reruns, tabulate them, prefer them.
+"""Confirmation of the K-sweep's best K: pick it, order the reruns, tabulate them, keep the phases apart.
 
 The sweep's best kpad K is the highest of several noisy medians, so its number is biased upward (the
-winner's curse). After the sweep, each cell runs van, suf (and every other configuration outside the
-K sweep: ngram, Trident-like entries) and the chosen K again (``confirm.repeats`` interleaved repeats,
-their own paths under ``results/confirm/``); those numbers are what the figures, the comparison and the
-recommendations then use.
+winner's curse). After the sweep, each cell runs again, in its own interleaved repeats (``confirm.repeats``,
+paths under ``results/confirm/``, order shuffled per repeat with ``order_seed``): van, suf and every other
+configuration outside the K sweep (ngram, Trident-like entries), the best kpad K, the second-best kpad K, and
+nopad at the best K when the study sweeps nopad there. A confirmed cell's comparisons (figures, comparison,
+advice) then come from those repeats only, never from a mix of sweep and confirmation numbers.
 """
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
 import pandas as pd
@@ -17,77 +20,127 @@ from . import runs, tables
 
 
 def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
-    """The content of ``results/confirm/best_k.json``: per cell the sweep's best kpad K.
+    """The content of ``results/confirm/best_k.json``: per cell the sweep's best and second-best kpad K.
 
     Args:
         cells: the sweep's cells table (:func:`kpadstudy.tables.cells`).
         repeats: confirmation repeats per configuration.
 
     Returns:
-        ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "sweep_best_tok_s"}, ...]}``, sorted by
-        model and corpus; a cell without any valid kpad median is left out (nothing to confirm).
+        ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "sweep_best_tok_s", "second_k"}, ...]}``,
+        sorted by model and corpus; ``second_k`` is the kpad K with the next-highest valid median (None when
+        only one K has one). Ks whose runs lost their FULL cudagraphs are never picked; a cell without any
+        valid kpad median is left out (nothing to confirm).
     """
-    best = tables.best_kpad(cells)
-    rows = [
-        {
-            "model": r["model"],
-            "corpus": r["corpus"],
-            "best_k": int(r["sweep_best_k"]),
-            "sweep_best_tok_s": float(r["sweep_best_tok_s"]),
-        }
-        for _, r in best.iterrows()
-        if not pd.isna(r["sweep_best_k"])
-    ]
+    rows = []
+    for (model, corpus), group in cells.groupby(["model", "corpus"], sort=True):
+        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
+        kp = kp[~tables.lost_graphs(kp)].sort_values(["output_tok_s_median", "k"], ascending=[False, True])
+        if not len(kp):
+            continue
+        rows.append(
+            {
+                "model": model,
+                "corpus": corpus,
+                "best_k": int(kp.iloc[0]["k"]),
+                "sweep_best_tok_s": float(kp.iloc[0]["output_tok_s_median"]),
+                "second_k": int(kp.iloc[1]["k"]) if len(kp) > 1 else None,
+            }
+        )
     return {"repeats": int(repeats), "cells": rows}
 
 
+def _named(configurations: list[runs.Configuration], method: str, k: int | None) -> str | None:
+    """The name of the study's configuration of ``method`` at ``k`` (the default entry first), or None."""
+    found = [c.name for c in configurations if c.method == method and c.k == k]
+    return f"{method}{k}" if f"{method}{k}" in found else (found[0] if found else None)
+
+
 def confirm_order(
-    best_k: dict[str, Any], configurations: list[runs.Configuration]
+    best_k: dict[str, Any], configurations: list[runs.Configuration], seed: int | None = None
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
-    """Per cell the interleaved order of its confirmation runs: every configuration of the study outside the
-    K sweep (van, suf, ngram, Trident-like entries: methods other than kpad and nopad), in study order, then
-    kpad<best K>; then the next repeat.
+    """Per cell the interleaved order of its confirmation runs, repeat by repeat.
+
+    Each repeat runs every configuration of the study outside the K sweep (van, suf, ngram, Trident-like
+    entries: methods other than kpad and nopad), the best kpad K, the second-best kpad K (when the cell has
+    one) and nopad at the best K (when the study has that configuration), shuffled inside the repeat with
+    ``random.Random(f"confirm/{seed}/{repeat}")`` (``seed`` None keeps the listed order).
 
     Args:
         best_k: the content of ``results/confirm/best_k.json`` (:func:`pick_best_k`).
         configurations: the study's configurations (:func:`kpadstudy.runs.configurations`).
+        seed: config ``order_seed``.
+
+    Returns:
+        ``{(model, corpus): [(configuration name, repeat), ...]}``.
     """
     others = [c.name for c in configurations if c.method not in ("kpad", "nopad")]
     out = {}
     for c in best_k["cells"]:
-        names = others + [f"kpad{c['best_k']}"]
-        out[(c["model"], c["corpus"])] = [(n, r) for r in range(1, best_k["repeats"] + 1) for n in names]
+        ks = [_named(configurations, "kpad", c["best_k"]) or f"kpad{c['best_k']}"]
+        if c.get("second_k") is not None:
+            ks.append(_named(configurations, "kpad", c["second_k"]) or f"kpad{c['second_k']}")
+        nopad = _named(configurations, "nopad", c["best_k"])
+        names = others + ks + ([nopad] if nopad else [])
+        order = []
+        for repeat in range(1, best_k["repeats"] + 1):
+            block = list(names)
+            if seed is not None:
+                random.Random(f"confirm/{seed}/{repeat}").shuffle(block)
+            order += [(n, repeat) for n in block]
+        out[(c["model"], c["corpus"])] = order
     return out
 
 
-def confirmed_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    """Cells table of the confirmation runs: :func:`kpadstudy.tables.cells`, kpad rows as method ``bestkpad``
-    (the convention of a separate measurement of the best K), and ``phase`` = ``confirm``."""
+def confirm_position(
+    best_k_path: str, config: dict[str, Any], model: str, corpus: str, configuration: str, repeat: int
+) -> int:
+    """1-based place of a confirmation run within its repeat (:func:`confirm_order` of ``best_k_path``).
+
+    Raises:
+        ValueError: the run is not in the confirmation's plan (``best_k_path`` changed under it).
+    """
+    with open(best_k_path) as f:
+        order = confirm_order(json.load(f), runs.configurations(config), config.get("order_seed"))
+    block = [n for n, r in order.get((model, corpus), []) if r == repeat]
+    if configuration not in block:
+        raise ValueError(f"{best_k_path}: {model}/{corpus} {configuration} r{repeat} is not in the confirmation's plan")
+    return block.index(configuration) + 1
+
+
+def confirmed_cells(runs: pd.DataFrame, best_k: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Cells table of the confirmation runs: :func:`kpadstudy.tables.cells` with ``phase`` = ``confirm``; the
+    best K's kpad row as method ``bestkpad`` (the convention of a separate measurement of the best K).
+
+    Args:
+        runs: the confirmation's run records.
+        best_k: ``results/confirm/best_k.json`` (:func:`pick_best_k`); without it every kpad row is the best
+            K's (a confirmation of one K).
+    """
     out = tables.cells(runs)
-    out.loc[out["method"] == "kpad", "method"] = "bestkpad"
+    is_best = out["method"] == "kpad"
+    if best_k is not None:
+        best = {(c["model"], c["corpus"]): c["best_k"] for c in best_k["cells"]}
+        picked = [best.get((m, c)) == k for m, c, k in zip(out["model"], out["corpus"], out["k"], strict=True)]
+        is_best &= pd.Series(picked, index=out.index, dtype=bool)
+    out.loc[is_best, "method"] = "bestkpad"
     out["phase"] = "confirm"
     return out
 
 
 def prefer_confirmed(cells: pd.DataFrame, confirmed: pd.DataFrame) -> pd.DataFrame:
-    """The sweep's cells (``phase`` sweep) with the confirmation preferred.
+    """The sweep's cells (``phase`` sweep) and the confirmation's (``phase`` confirm), side by side.
 
-    A confirmed row of a configuration outside the K sweep (van, suf, ngram, ...) with a valid median
-    replaces the sweep's row of the same cell and configuration;
-    every confirmed ``bestkpad`` row is added (:func:`kpadstudy.tables.best_kpad` then takes the best K's
-    number from it, ``best_from`` "separate measurement"). The sweep's kpad rows stay (the K-sweep figure).
+    Nothing is replaced: the K-sweep figure reads the sweep's rows, and every comparison of a confirmed
+    cell reads the confirmation's rows only (:func:`kpadstudy.tables.comparison_rows`), so absolute tok/s of
+    the two phases never meet in one comparison.
     """
     sweep = cells.copy()
     sweep["phase"] = "sweep"
     if confirmed.empty:
         return sweep
-    valid = confirmed[confirmed["output_tok_s_median"].notna()]
-    replace = valid[valid["method"] != "bestkpad"][["model", "corpus", "configuration"]].assign(_drop=True)
-    merged = sweep.merge(replace, on=["model", "corpus", "configuration"], how="left")
-    kept = merged[merged["_drop"].isna()].drop(columns="_drop")
-    added = pd.concat([valid[valid["method"] != "bestkpad"], confirmed[confirmed["method"] == "bestkpad"]])
     return (
-        pd.concat([kept, added], ignore_index=True)
-        .sort_values(["model", "corpus", "method", "k"], kind="stable")
+        pd.concat([sweep, confirmed], ignore_index=True)
+        .sort_values(["model", "corpus", "phase", "method", "k"], kind="stable")
         .reset_index(drop=True)
     )

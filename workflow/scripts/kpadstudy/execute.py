@@ -112,8 +112,12 @@ def execute_run(
     workflow_commit: str | None = None,
     allowed_cpus: set[int] | None = None,
     phase: str = "sweep",
+    position: int | None = None,
 ) -> dict[str, Any]:
     """Run one (model, corpus, configuration, repeat) and write its record to ``out_json``.
+
+    ``position`` is the run's 1-based place in its repeat; None = its place in the sweep's order
+    (:func:`kpadstudy.runs.position`; a confirmation run passes its place in :func:`kpadstudy.confirm.confirm_order`).
 
     The run owns its server's whole life: it takes a locked block of ports (:mod:`kpadstudy.ports`), a CPU
     slot of config ``taskset`` (:func:`kpadstudy.cpus.allocated_slot`; recorded as ``cpu_slot``,
@@ -172,8 +176,8 @@ def execute_run(
         "corpus": corpus,
         **runs.describe(configuration),
         "repeat": repeat,
-        "position": runs.position(config, configuration_name, repeat) if phase == "sweep" else None,
-        "order_seed": config.get("order_seed") if phase == "sweep" else None,
+        "position": runs.position(config, configuration_name, repeat) if position is None else position,
+        "order_seed": config.get("order_seed"),
         "device": device,
         "workflow_commit": workflow_commit,
         **versions(),

@@ -72,9 +72,10 @@ def plan(
         ``{"models": [{name, tensor_parallel_size, gpus_per_run, size_gb, size_from, runs, run_s}], "runs",
         "confirm_runs", "boots", "disk_gb" (None if any size is unknown), "disk_known_gb", "gpu_s",
         "wall_s", "assumptions": [str, ...], "off": [{name, runs, confirm_runs, gpu_s}]}``. ``confirm_runs`` counts
-        the confirmation's configurations outside the K sweep and the best K per cell; ``boots`` = runs +
-        confirm_runs (one server each; equivalence checks are not boots); ``off`` lists what each configuration
-        switched off in the config (``enabled: false``) would add.
+        the confirmation's configurations outside the K sweep, the best and second-best K, and nopad at the
+        best K where nopad is swept at a kpad K (an upper bound: the best K may have no nopad twin) per cell;
+        ``boots`` = runs + confirm_runs (one server each; equivalence checks are not boots); ``off`` lists what
+        each configuration switched off in the config (``enabled: false``) would add.
     """
     device = config.get("device", "auto")
     p = config["plan"]
@@ -84,7 +85,15 @@ def plan(
     run_s = float(p["boot_s"]) + n_prompts / float(p["requests_per_s"])
     confirm = config.get("confirm") or {"enabled": False}
     sweeps_k = confirm["enabled"] and any(c.method == "kpad" for c in configs)
-    n_confirm_cfg = (sum(c.method not in ("kpad", "nopad") for c in configs) + 1) if sweeps_k else 0
+    kpad_ks = {c.k for c in configs if c.method == "kpad"}
+    n_confirm_cfg = (
+        sum(c.method not in ("kpad", "nopad") for c in configs)  # van, suf, ngram, Trident-like entries
+        + 1  # the best K
+        + (len(kpad_ks) > 1)  # the second-best K
+        + any(c.method == "nopad" and c.k in kpad_ks for c in configs)  # nopad at the best K (at most)
+        if sweeps_k
+        else 0
+    )
     models, gpu_s, serial_s = [], 0.0, 0.0
     for name, spec in config["models"].items():
         tp = int(spec.get("tensor_parallel_size", 1))

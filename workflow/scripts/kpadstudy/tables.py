@@ -116,28 +116,52 @@ def any_client_limited(valid_runs: pd.DataFrame) -> bool | None:
     return None if flags.isna().any() else False
 
 
+def comparison_rows(cell_table: pd.DataFrame) -> pd.DataFrame:
+    """The rows every comparison of a cell reads: the confirmation's where the cell has any (``phase``
+    confirm), else the sweep's (``phase`` sweep, or every row of a table without ``phase``).
+
+    A confirmed cell is thus compared within its confirmation only: a configuration whose confirmation runs
+    failed shows as failed there, and is never filled in from the sweep (another time, another drift).
+    """
+    if "phase" not in cell_table.columns:
+        return cell_table
+    confirmed = cell_table.groupby(["model", "corpus"])["phase"].transform(lambda p: (p == "confirm").any())
+    is_confirm = cell_table["phase"] == "confirm"
+    return cell_table[(confirmed & is_confirm) | (~confirmed & ~is_confirm)]
+
+
+def sweep_rows(cell_table: pd.DataFrame) -> pd.DataFrame:
+    """The K-sweep's rows (``phase`` sweep, or every row of a table without ``phase``)."""
+    return cell_table if "phase" not in cell_table.columns else cell_table[cell_table["phase"] != "confirm"]
+
+
 def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
     """Per (model, corpus): the best kpad K and its median output tok/s, next to van and suf.
 
-    The best K is the kpad K with the highest median output tok/s in the K-sweep (``method == "kpad"``).
-    Where the cell also has a separate measurement of its best K (``method == "bestkpad"``: the published
-    mix table's bestKpad, or a confirmation rerun) with a valid median, that measurement gives ``best_k``
-    and ``best_kpad_tok_s`` (``best_from`` "separate measurement"), as the study's mix figures do;
-    otherwise the sweep does (``best_from`` "K-sweep").
+    The sweep's best K is the kpad K with the highest median output tok/s in the K-sweep (``method == "kpad"``
+    in :func:`sweep_rows`). The numbers compared - van, suf and the best K's - come from one phase,
+    :func:`comparison_rows`: in a confirmed cell the confirmation's van, suf and its measurement of the best K
+    (``method == "bestkpad"``); elsewhere the sweep's van and suf, and a separate measurement of the best K where
+    the table has one (the published mix table's bestKpad), else the sweep's best K. ``best_from`` says which:
+    "separate measurement" or "K-sweep" (empty when there is no valid number).
 
-    Columns: ``model, corpus, best_k, best_kpad_tok_s, best_from, sweep_best_k, sweep_best_tok_s, van_tok_s,
-    suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios; van and suf are the
+    Columns: ``model, corpus, phase, best_k, best_kpad_tok_s, best_from, sweep_best_k, sweep_best_tok_s,
+    van_tok_s, suf_tok_s, bestkpad_over_suf, bestkpad_over_van`` (tok/s and plain ratios; van and suf are the
     configurations of those names, the study's van(OFF) and suf(OFF)), ``graph_lost_k`` (the Ks left out
     because their runs lost FULL cudagraphs, e.g. ``"16"``; empty when none). ``best_k`` is NA when no
     kpad configuration has a valid repeat.
     """
     rows = []
-    for (model, corpus), group in cell_table.groupby(["model", "corpus"], sort=True):
-        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
+    compared = comparison_rows(cell_table)
+    sweep_all = sweep_rows(cell_table)
+    for (model, corpus), group in compared.groupby(["model", "corpus"], sort=True):
+        sweep = sweep_all[(sweep_all["model"] == model) & (sweep_all["corpus"] == corpus)]
+        kp = sweep[(sweep["method"] == "kpad") & sweep["output_tok_s_median"].notna()]
         lost = kp[lost_graphs(kp)]
         kp = kp.drop(lost.index)
         best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
+        phase = str(group["phase"].iloc[0]) if "phase" in group.columns else "sweep"
 
         def median_of(name: str, group=group) -> float:
             # by configuration name: a study may run several configurations of one method (suf and trident)
@@ -149,12 +173,17 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
         sweep_tok = float(best["output_tok_s_median"]) if best is not None else float("nan")
         if len(sep):
             bk_k, bk, source = int(sep.iloc[0]["k"]), float(sep.iloc[0]["output_tok_s_median"]), "separate measurement"
+        elif phase == "confirm":  # the confirmation of the best K failed: no number from another phase
+            failed = group[group["method"] == "bestkpad"]
+            bk_k = int(failed.iloc[0]["k"]) if len(failed) else pd.NA
+            bk, source = float("nan"), ""
         else:
             bk_k, bk, source = sweep_k, sweep_tok, "K-sweep"
         rows.append(
             {
                 "model": model,
                 "corpus": corpus,
+                "phase": phase,
                 "best_k": bk_k,
                 "best_kpad_tok_s": bk,
                 "best_from": source if not pd.isna(bk) else "",
