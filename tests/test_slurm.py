@@ -3,8 +3,8 @@ with the same study run locally (same result files, same runs, every status ok; 
 
 Needs `sbatch` on PATH, a reachable cluster (`sinfo`) and snakemake-executor-plugin-slurm; skipped, with
 the reason, otherwise. `make slurm-test` sets all that up on this machine (tools/slurm-local.sh: a
-single-node cluster on localhost) and runs this file. On 2 cores it takes about 6 minutes: two studies of
-two runs + one equivalence check each, i.e. 6 vLLM engine boots.
+single-node cluster on localhost) and runs this file. On 2 cores it takes about 19 minutes: two studies of
+two runs, two confirmation runs and one equivalence check each (10 vLLM engine boots), and a retried job.
 
 The profile used is profiles/slurm/config.yaml with its sizes cut to the node (cores, cpus_per_task,
 mem_mb) and, as there is no accounting database here, job status from squeue; everything else

@@ -265,15 +265,17 @@ def to_markdown(
         f"# {title}",
         "",
         f"Rule: the candidates are the best kpad K (the smallest within {100 * within_best:g}% of the best kpad "
-        "median output tok/s, or its confirmation measurement) and every configuration outside the K sweep "
-        "(van, suf, ngram, ...); the highest median is recommended and compared with the runner-up: within "
-        "repeats (paired, 95% t-interval from 3 repeats) where run records exist, else by the medians.",
+        "median output tok/s; in a confirmed cell the better of its confirmed best and second-best K) and every "
+        "configuration outside the K sweep (van, suf, ngram, ...); the highest median is recommended and compared "
+        "with the runner-up: within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else "
+        "by the medians. Every number of a cell comes from one phase: its confirmation where it has one, else "
+        "its sweep.",
         "",
     ]
     if (recs["basis"] == "K-sweep").any():
         lines += [
             "**These rest on the K-sweep medians, not on a confirmation rerun** "
-            "(no `bestkpad` confirmation rows in the cells table for "
+            "(no confirmation rows in the cells table for "
             f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). "
             "Rerun the chosen configuration against van before relying on it.",
             "",
@@ -288,7 +290,7 @@ def to_markdown(
         lines += [
             f"## {r['model']} / {r['corpus']} ({r['device']}): {r['recommended'] or 'none'}",
             "",
-            f"Basis: {r['basis']}. {r['reason']}.",
+            f"Basis: {r['basis']} (numbers of the {r.get('phase', 'sweep')} phase). {r['reason']}.",
             "",
         ]
         if r["recommended"]:
