@@ -294,3 +294,19 @@ def test_recommend_follows_the_paired_repeats_over_medians_of_another_phase():
 def test_recommend_keeps_the_name_of_a_named_kpad_entry():
     cells = pd.DataFrame([cell("van", "van", 0, 100.0), cell("x4", "kpad", 4, 150.0)])
     assert advice.recommend(cells).iloc[0]["recommended"] == "x4"
+
+
+def test_a_confirmed_cell_whose_confirmation_failed_says_so():
+    confirmed = pd.DataFrame(
+        [
+            cell("van", "van", 0, float("nan"), statuses="boot_failed:3"),
+            cell("kpad8", "bestkpad", 8, float("nan"), statuses="boot_failed:3"),
+        ]
+    ).assign(phase="confirm")
+    r = advice.recommend(confirm.prefer_confirmed(CELLS, confirmed)).iloc[0]
+    assert (r["recommended"], r["basis"], r["phase"], r["reason"]) == (
+        "",
+        "confirmation",
+        "confirm",
+        "no configuration has a valid run",
+    )  # never the sweep's kpad8 150 or van 100: another phase

@@ -97,7 +97,17 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
     best = confirm.pick_best_k(CELLS, 2)
     assert best == {
         "repeats": 2,
-        "cells": [{"model": "m", "corpus": "c", "best_k": 8, "sweep_best_tok_s": 180.0, "second_k": 4}],
+        "cells": [
+            {
+                "model": "m",
+                "corpus": "c",
+                "best_k": 8,
+                "best": "kpad8",
+                "sweep_best_tok_s": 180.0,
+                "second_k": 4,
+                "second": "kpad4",
+            }
+        ],
     }  # d: no valid kpad
     study = runs.configurations(
         {
@@ -228,3 +238,89 @@ def test_a_confirmation_run_knows_its_place_in_its_repeat(tmp_path):
     assert places == {"suf": 1, "van": 2, "kpad4": 3, "kpad8": 4}
     with pytest.raises(ValueError, match=r"best_k.json: m/c kpad12 r1 is not in the confirmation's plan"):
         confirm.confirm_position(str(best), cfg, "m", "c", "kpad12", 1)
+
+
+def test_two_kpad_entries_at_one_k_are_picked_by_name():
+    # a named variant at K=8 (PIECEWISE) wins the sweep: it is the one rerun, next to the plain kpad8 (second)
+    cells = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "van",
+                "method": "van",
+                "k": 0,
+                "output_tok_s_median": 100.0,
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpad4",
+                "method": "kpad",
+                "k": 4,
+                "output_tok_s_median": 150.0,
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpad8",
+                "method": "kpad",
+                "k": 8,
+                "output_tok_s_median": 170.0,
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpad8pw",
+                "method": "kpad",
+                "k": 8,
+                "output_tok_s_median": 180.0,
+            },
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": "kpadx",
+                "method": "kpad",
+                "k": float("nan"),
+                "output_tok_s_median": 999.0,
+            },
+        ]
+    )
+    best = confirm.pick_best_k(cells, 1)
+    pick = best["cells"][0]
+    assert (pick["best"], pick["best_k"], pick["second"], pick["second_k"]) == (
+        "kpad8pw",
+        8,
+        "kpad8",
+        8,
+    )  # no K: skipped
+    study = runs.configurations(
+        {
+            "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+            "configurations": [
+                {"method": "van"},
+                {"method": "kpad", "k": [4, 8]},
+                {"name": "kpad8pw", "method": "kpad", "k": 8, "cudagraph_mode": "PIECEWISE"},
+            ],
+        }
+    )
+    assert confirm.confirm_order(best, study) == {("m", "c"): [("van", 1), ("kpad8pw", 1), ("kpad8", 1)]}
+    records = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "corpus": "c",
+                "configuration": n,
+                "method": "kpad",
+                "k": 8,
+                "pad": True,
+                "device": "cuda",
+                "repeat": 1,
+                "status": "ok",
+                "output_tok_s": v,
+            }
+            for n, v in (("kpad8pw", 178.0), ("kpad8", 171.0))
+        ]
+    )
+    t = confirm.confirmed_cells(records, best)
+    assert sorted(zip(t["configuration"], t["method"], strict=True)) == [("kpad8", "kpad"), ("kpad8pw", "bestkpad")]

@@ -27,10 +27,12 @@ from . import cpus, paired, runs, tables
 WITHIN_BEST = 0.01
 
 
-def _best_kpad(valid: pd.DataFrame, within_best: float) -> tuple[pd.Series | None, str]:
-    """The cell's kpad candidate and its basis: "confirmation" (a confirmed cell: the best of its confirmed
-    Ks, the sweep's best and second-best), "separate measurement" (a published bestKpad row) or "K-sweep"."""
-    confirmed = "phase" in valid.columns and (valid["phase"] == "confirm").any()
+def _best_kpad(valid: pd.DataFrame, within_best: float, phase: str = "sweep") -> tuple[pd.Series | None, str]:
+    """The cell's kpad candidate among its valid rows of ``phase``, and its basis: "confirmation" (a confirmed
+    cell: its confirmed Ks, the sweep's best and second-best; "confirmation" also when every one of them
+    failed), "separate measurement" (a published bestKpad row) or "K-sweep". Among several Ks the smallest
+    within ``within_best`` of the highest median is taken."""
+    confirmed = phase == "confirm"
     if not confirmed:
         sep = valid[valid["method"] == "bestkpad"]
         if len(sep):
@@ -122,7 +124,7 @@ def recommend(
     for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True):
         phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
         valid = g[g["output_tok_s_median"].notna()]
-        cand, basis = _best_kpad(valid, within_best)
+        cand, basis = _best_kpad(valid, within_best, phase)
         others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
         pool = [r for _, r in others.iterrows()]
         if cand is not None:

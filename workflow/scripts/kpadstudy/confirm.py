@@ -20,21 +20,23 @@ from . import runs, tables
 
 
 def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
-    """The content of ``results/confirm/best_k.json``: per cell the sweep's best and second-best kpad K.
+    """The content of a cell's ``results/confirm/{model}/{corpus}/best_k.json``: the sweep's best and
+    second-best kpad configurations.
 
     Args:
-        cells: the sweep's cells table (:func:`kpadstudy.tables.cells`).
+        cells: the sweep's cells table (:func:`kpadstudy.tables.cells`), of one cell or several.
         repeats: confirmation repeats per configuration.
 
     Returns:
-        ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "sweep_best_tok_s", "second_k"}, ...]}``,
-        sorted by model and corpus; ``second_k`` is the kpad K with the next-highest valid median (None when
-        only one K has one). Ks whose runs lost their FULL cudagraphs are never picked; a cell without any
-        valid kpad median is left out (nothing to confirm).
+        ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "best", "sweep_best_tok_s", "second_k",
+        "second"}, ...]}``, sorted by model and corpus: ``best`` / ``second`` are configuration names (two kpad
+        entries may share a K), ``best_k`` / ``second_k`` their Ks; the second is the kpad configuration with the
+        next-highest valid median (None when only one has one). Configurations whose runs lost their FULL
+        cudagraphs, or without a K, are never picked; a cell without any valid kpad median is left out.
     """
     rows = []
     for (model, corpus), group in cells.groupby(["model", "corpus"], sort=True):
-        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna()]
+        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna() & group["k"].notna()]
         kp = kp[~tables.lost_graphs(kp)].sort_values(["output_tok_s_median", "k"], ascending=[False, True])
         if not len(kp):
             continue
@@ -43,8 +45,10 @@ def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
                 "model": model,
                 "corpus": corpus,
                 "best_k": int(kp.iloc[0]["k"]),
+                "best": str(kp.iloc[0]["configuration"]),
                 "sweep_best_tok_s": float(kp.iloc[0]["output_tok_s_median"]),
                 "second_k": int(kp.iloc[1]["k"]) if len(kp) > 1 else None,
+                "second": str(kp.iloc[1]["configuration"]) if len(kp) > 1 else None,
             }
         )
     return {"repeats": int(repeats), "cells": rows}
@@ -67,7 +71,8 @@ def confirm_order(
     ``random.Random(f"confirm/{seed}/{repeat}")`` (``seed`` None keeps the listed order).
 
     Args:
-        best_k: the content of ``results/confirm/best_k.json`` (:func:`pick_best_k`).
+        best_k: the content of cells' ``best_k.json`` (:func:`pick_best_k`; without ``best`` / ``second``
+            names, the configurations of those Ks).
         configurations: the study's configurations (:func:`kpadstudy.runs.configurations`).
         seed: config ``order_seed``.
 
@@ -77,11 +82,11 @@ def confirm_order(
     others = [c.name for c in configurations if c.method not in ("kpad", "nopad")]
     out = {}
     for c in best_k["cells"]:
-        ks = [_named(configurations, "kpad", c["best_k"]) or f"kpad{c['best_k']}"]
+        ks = [c.get("best") or _named(configurations, "kpad", c["best_k"]) or f"kpad{c['best_k']}"]
         if c.get("second_k") is not None:
-            ks.append(_named(configurations, "kpad", c["second_k"]) or f"kpad{c['second_k']}")
+            ks.append(c.get("second") or _named(configurations, "kpad", c["second_k"]) or f"kpad{c['second_k']}")
         nopad = _named(configurations, "nopad", c["best_k"])
-        names = others + ks + ([nopad] if nopad else [])
+        names = list(dict.fromkeys(others + ks + ([nopad] if nopad else [])))
         order = []
         for repeat in range(1, best_k["repeats"] + 1):
             block = list(names)
@@ -114,14 +119,21 @@ def confirmed_cells(runs: pd.DataFrame, best_k: dict[str, Any] | None = None) ->
 
     Args:
         runs: the confirmation's run records.
-        best_k: ``results/confirm/best_k.json`` (:func:`pick_best_k`); without it every kpad row is the best
-            K's (a confirmation of one K).
+        best_k: the cells' ``best_k.json`` merged (:func:`pick_best_k`; the best by configuration name, else
+            by K); without it every kpad row is the best K's (a confirmation of one K).
     """
     out = tables.cells(runs)
     is_best = out["method"] == "kpad"
     if best_k is not None:
-        best = {(c["model"], c["corpus"]): c["best_k"] for c in best_k["cells"]}
-        picked = [best.get((m, c)) == k for m, c, k in zip(out["model"], out["corpus"], out["k"], strict=True)]
+        best = {(c["model"], c["corpus"]): (c.get("best"), c["best_k"]) for c in best_k["cells"]}
+
+        def picked_one(model: str, corpus: str, name: str, k: float) -> bool:
+            best_name, best_k_ = best.get((model, corpus), (None, None))
+            return name == best_name if best_name else k == best_k_
+
+        picked = [
+            picked_one(*row) for row in zip(out["model"], out["corpus"], out["configuration"], out["k"], strict=True)
+        ]
         is_best &= pd.Series(picked, index=out.index, dtype=bool)
     out.loc[is_best, "method"] = "bestkpad"
     out["phase"] = "confirm"
