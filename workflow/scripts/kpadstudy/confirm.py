@@ -36,8 +36,7 @@ def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
     """
     rows = []
     for (model, corpus), group in cells.groupby(["model", "corpus"], sort=True):
-        kp = group[(group["method"] == "kpad") & group["output_tok_s_median"].notna() & group["k"].notna()]
-        kp = kp[~tables.lost_graphs(kp)].sort_values(["output_tok_s_median", "k"], ascending=[False, True])
+        kp, _ = tables.ranked_kpad(group)
         if not len(kp):
             continue
         rows.append(

@@ -61,6 +61,20 @@ def lost_graphs(rows: pd.DataFrame) -> pd.Series:
     return rows["graph_lost"] == True  # noqa: E712 - elementwise on an object column of True / False / None
 
 
+def ranked_kpad(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The K-sweep's kpad rows of one cell, best first: ``(ranked, lost)``.
+
+    ``ranked``: the ``method == "kpad"`` rows with a valid median and a K that kept their FULL cudagraphs,
+    by median output tok/s (highest first; equal medians: the smaller K first). ``lost``: the valid rows left
+    out because their runs lost their FULL cudagraphs (:func:`lost_graphs`). The one ranking behind the best K
+    of :func:`best_kpad` and the best and second-best of :func:`kpadstudy.confirm.pick_best_k`.
+    """
+    kp = rows[(rows["method"] == "kpad") & rows["output_tok_s_median"].notna() & rows["k"].notna()]
+    lost = kp[lost_graphs(kp)]
+    ranked = kp.drop(lost.index).sort_values(["output_tok_s_median", "k"], ascending=[False, True], kind="stable")
+    return ranked, lost
+
+
 def mad(values: pd.Series) -> float:
     """Median absolute deviation, unscaled: ``median(|x - median(x)|)``."""
     return float((values - values.median()).abs().median())
@@ -156,10 +170,8 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
     sweep_all = sweep_rows(cell_table)
     for (model, corpus), group in compared.groupby(["model", "corpus"], sort=True):
         sweep = sweep_all[(sweep_all["model"] == model) & (sweep_all["corpus"] == corpus)]
-        kp = sweep[(sweep["method"] == "kpad") & sweep["output_tok_s_median"].notna()]
-        lost = kp[lost_graphs(kp)]
-        kp = kp.drop(lost.index)
-        best = kp.loc[kp["output_tok_s_median"].idxmax()] if len(kp) else None
+        kp, lost = ranked_kpad(sweep)
+        best = kp.iloc[0] if len(kp) else None
         sep = group[(group["method"] == "bestkpad") & group["output_tok_s_median"].notna()]
         phase = str(group["phase"].iloc[0]) if "phase" in group.columns else "sweep"
 
