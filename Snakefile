@@ -16,6 +16,8 @@ if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
+if config.get("taskset") == "auto":  # the short form of taskset: {auto: true} (also --config taskset=auto)
+    config["taskset"] = {"auto": True}
 try:
     validate(config, schema=os.path.join(workflow.basedir, "config", "schema.yaml"), set_default=True)
 except WorkflowError as err:  # keep what and where, not the schema and config dumps that follow

@@ -203,3 +203,49 @@ def test_a_stalled_server_ends_the_run_invalid_and_stops_it(tmp_path, smol_model
     assert r["status"] == "invalid"
     assert r["reason"].startswith("measurement: stall: no token streamed for 3 s (load.stall_s; "), r["reason"]
     assert r["reason"].endswith("chunks streamed before), the server process still running")
+
+
+def test_auto_cpu_sets_two_runs_on_fake_gpus_at_once_never_share_a_cpu(tmp_path, smol_model):
+    """taskset auto on a node of 2 fake GPUs and CPUs 0-1: two runs at once (threads, real clients, fake
+    servers), each on its own GPU and CPU; the CPUs each process really had (Cpus_allowed_list) are
+    recorded, and with one CPU per run its server and client share it and the record says so."""
+    import threading
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    allowed = set(sorted(os.sched_getaffinity(0))[:2])
+    cfg = make_config(tmp_path, smol_model)
+    cfg["device"] = "cuda"  # the fake server needs no GPU; the run still takes one of node.gpus
+    cfg["taskset"] = {"auto": True, "server": None, "client": None, "slots": None, "client_cpus": None}
+    cfg["node"]["gpus"] = 2
+    records = {}
+
+    def one(name):
+        d = tmp_path / name
+        d.mkdir()
+        records[name] = execute.execute_run(
+            config=cfg,
+            model=MODEL,
+            model_path=str(smol_model),
+            corpus_path=str(corpus_file(d)),
+            corpus=name,
+            configuration_name="van",
+            repeat=1,
+            out_json=d / "record.json",
+            log_dir=d / "logs",
+            plugin_path=str(ROOT / "workflow" / "scripts"),
+            allowed_cpus=allowed,
+        )
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    a, b = records["a"], records["b"]
+    assert (a["status"], b["status"]) == ("ok", "ok"), (a["reason"], b["reason"])
+    assert a["started_at"] <= b["finished_at"] and b["started_at"] <= a["finished_at"]  # side by side
+    assert {a["cuda_visible_devices"], b["cuda_visible_devices"]} == {"0", "1"}
+    lo, hi = sorted(allowed)
+    got = sorted((r["server_cpus_allowed"], r["client_cpus_allowed"], r["cpus_shared"]) for r in (a, b))
+    assert got == [(str(lo), str(lo), True), (str(hi), str(hi), True)]

@@ -297,6 +297,81 @@ def test_runs_side_by_side_never_share_a_cpu(tmp_path):
         assert (index, slot) == (0, {"server": None, "client": None})  # nothing pinned: nothing locked
 
 
+def test_auto_split_gives_the_client_the_last_cpus_and_shares_a_single_cpu():
+    assert cpus.split_roles({0}) == {"server": "0", "client": "0", "shared": True}
+    assert cpus.split_roles({0, 1}) == {"server": "0", "client": "1", "shared": False}
+    assert cpus.split_roles(set(range(16))) == {"server": "0-11", "client": "12-15", "shared": False}
+    assert cpus.split_roles(set(range(112))) == {"server": "0-107", "client": "108-111", "shared": False}
+    assert cpus.split_roles({4, 5, 6}, client_cpus=5) == {"server": "4", "client": "5-6", "shared": False}
+    with pytest.raises(ValueError, match="no CPUs to split"):
+        cpus.split_roles(set())
+
+
+def test_auto_gpu_cpu_sets_follow_numa_else_split_evenly():
+    """8 GPUs, 112 CPUs, GPUs 0-3 on NUMA node 0 (CPUs 0-55), 4-7 on node 1 (56-111): 14 CPUs each, in
+    index order, disjoint; a job granted only CPUs 0-27 and 56-83 halves each share (7 each)."""
+    numa = {str(g): set(range(56)) if g < 4 else set(range(56, 112)) for g in range(8)}
+    gpu_ids = [str(g) for g in range(8)]
+    sets, shared = cpus.gpu_cpu_sets(set(range(112)), gpu_ids, numa)
+    assert not shared
+    assert {g: cpus.format_cpu_set(c) for g, c in sets.items()} == {
+        "0": "0-13", "1": "14-27", "2": "28-41", "3": "42-55",
+        "4": "56-69", "5": "70-83", "6": "84-97", "7": "98-111",
+    }  # fmt: skip
+    granted = set(range(28)) | set(range(56, 84))
+    sets, _ = cpus.gpu_cpu_sets(granted, gpu_ids, numa)
+    assert cpus.format_cpu_set(sets["3"]) == "21-27" and cpus.format_cpu_set(sets["4"]) == "56-62"
+    # no NUMA answer, or NUMA sets that overlap: an even split of what is allowed
+    sets, _ = cpus.gpu_cpu_sets(set(range(6)), ["0", "1", "2"])
+    assert [cpus.format_cpu_set(sets[g]) for g in "012"] == ["0-1", "2-3", "4-5"]
+    sets, _ = cpus.gpu_cpu_sets(set(range(4)), ["0", "1"], {"0": {0, 1, 2}, "1": {2, 3}})
+    assert [cpus.format_cpu_set(sets[g]) for g in "01"] == ["0-1", "2-3"]
+    # fewer CPUs than GPUs: said, not hidden
+    sets, shared = cpus.gpu_cpu_sets({0}, ["0", "1"])
+    assert (sets, shared) == ({"0": {0}, "1": {0}}, True)
+
+
+def test_auto_runs_on_fake_gpus_take_their_gpus_cpus_and_a_cell_keeps_its_gpu(tmp_path):
+    """taskset auto, 2 fake GPUs, CPUs 0-7 allowed: two runs at once hold one GPU each and disjoint CPUs
+    (0-3 and 4-7, client on the last one); a CPU run takes every allowed CPU; explicit lists win over auto."""
+    node = {"lock_dir": str(tmp_path), "gpus": 2}
+    allowed = set(range(8))
+    auto = {"auto": True}
+    with (
+        cpus.allocated(auto, 1, node, prefer="m/a", allowed=allowed, numa={}) as first,
+        cpus.allocated(auto, 1, node, prefer="m/a", allowed=allowed, numa={}) as second,
+    ):
+        got = sorted([first, second], key=lambda x: x[2])
+        assert got == [
+            (0, {"server": "0-2", "client": "3", "shared": False}, ["0"]),
+            (1, {"server": "4-6", "client": "7", "shared": False}, ["1"]),
+        ]
+    # a cell's runs look first at the same GPU (its hash over the slots), one after another
+    start = cpus.preferred_start("m/a", 2, 1)
+    for _ in range(3):
+        with cpus.allocated(auto, 1, node, prefer="m/a", allowed=allowed, numa={}) as (index, _, gpu_ids):
+            assert (index, gpu_ids) == (start, [str(start)])
+    with cpus.allocated(auto, 2, node, allowed=allowed, numa={}) as (index, slot, gpu_ids):
+        assert (index, slot["server"], slot["client"], gpu_ids) == (0, "0-5", "6-7", ["0", "1"])
+    with cpus.allocated(auto, 0, node, allowed={3}) as (index, slot, gpu_ids):
+        assert (index, slot, gpu_ids) == (0, {"server": "3", "client": "3", "shared": True}, [])
+    explicit = {"auto": True, "server": "1", "client": "2"}
+    assert not cpus.is_auto(explicit) and cpus.is_auto("auto")
+    with cpus.allocated(explicit, 0, node, allowed=allowed) as (_, slot, _):
+        assert slot == {"server": "1", "client": "2", "shared": False}
+
+
+def test_process_cpus_reads_what_the_kernel_granted():
+    p = subprocess.Popen(["taskset", "-c", "0", "sleep", "5"])
+    try:
+        time.sleep(0.3)
+        assert cpus.process_cpus(p.pid) == "0"
+    finally:
+        p.kill()
+        p.wait()
+    assert cpus.process_cpus(p.pid) is None
+
+
 def test_run_refuses_pinning_outside_the_job_before_any_server(tmp_path):
     from kpadstudy.execute import execute_run
 

@@ -12,6 +12,7 @@ mem_mb) and, as there is no accounting database here, job status from squeue; ev
 profile's own.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
+from kpadstudy.cpus import parse_cpu_list, split_roles
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "profiles" / "slurm" / "config.yaml"
@@ -67,10 +70,12 @@ def _node():
     return min(int(r[1]) for r in default), min(int(re.sub(r"\D", "", r[2])) for r in default)
 
 
-def _test_profile(dest: Path, retries: int = 0) -> Path:
+def _test_profile(dest: Path, retries: int = 0, gpu_job_cpus: int | None = None) -> Path:
     """profiles/slurm with cores, cpus_per_task and mem_mb cut to fit the node; status from squeue.
 
     ``mem_mb`` stays the profile's expression (it grows with ``attempt``), capped at half the node's memory.
+    ``gpu_job_cpus``: cpus_per_task of the run, confirm_run and equivalence jobs (default: the profile's,
+    cut to the node).
     """
     cpus, mem = _node()
     prof = yaml.safe_load(PROFILE.read_text())
@@ -85,6 +90,9 @@ def _test_profile(dest: Path, retries: int = 0) -> Path:
             res["cpus_per_task"] = min(int(res["cpus_per_task"]), cpus)
         if "mem_mb" in res:
             res["mem_mb"] = f"min({mem // 2}, {res['mem_mb']})"
+    if gpu_job_cpus:
+        for rule in ("run", "confirm_run", "equivalence"):
+            prof["set-resources"][rule]["cpus_per_task"] = gpu_job_cpus
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "config.yaml").write_text(yaml.safe_dump(prof, sort_keys=False))
     return dest
@@ -93,6 +101,7 @@ def _test_profile(dest: Path, retries: int = 0) -> Path:
 def _config(work: Path) -> Path:
     cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
     cfg["device"] = "cpu"  # gpu resource 0: no --gpus on a CPU node
+    cfg["taskset"] = "auto"  # as profiles/slurm sets it: the CPU lists come from each job's own CPUs
     cfg["corpora"] = {"humaneval": cfg["corpora"]["humaneval"]}
     cfg["mix"] = {"name": "mix", "components": [], "seed": 0}
     cfg["configurations"] = {
@@ -161,7 +170,8 @@ def studies(tmp_path_factory):
     local, slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
     for work in (local, slurm):
         _config(work)
-    profile = _test_profile(tmp_path_factory.mktemp("profile") / "slurm")
+    # the GPU jobs get 1 CPU each: on this cluster (TaskPlugin=task/affinity) a job then runs on that CPU only
+    profile = _test_profile(tmp_path_factory.mktemp("profile") / "slurm", gpu_job_cpus=1)
     t_local, _ = _snakemake(local, "--cores", "2")
     t_slurm, log = _snakemake(slurm, "--profile", str(profile), "--verbose")
     print(f"\nlocal study {t_local:.0f} s, SLURM study {t_slurm:.0f} s (profile {profile})")
@@ -193,6 +203,23 @@ def test_same_runs_all_ok(studies):
     }
     for e in eq.values():  # greedy float32 outputs: identical on both sides
         assert (e["requests"], e["identical_requests"], e["token_agreement"]) == (4, 4, 1.0)
+
+
+def test_confined_jobs_pin_server_and_client_inside_their_one_cpu(studies):
+    """The cluster confines each job to its CPUs (task/affinity; a run job gets 1): with taskset auto the
+    run's server and client both get that CPU, the record says they share it, and the CPUs the processes
+    really had (Cpus_allowed_list) are that one CPU. The local study (2 CPUs, no confinement) gives the
+    client the last CPU and the server the other."""
+    df = pd.read_parquet(studies["slurm"] / "results" / "runs.parquet")
+    confirm = pd.read_parquet(studies["slurm"] / "results" / "confirm" / "runs.parquet")
+    for _, r in pd.concat([df, confirm]).iterrows():
+        assert r["server_cpus"] == r["client_cpus"] == r["server_cpus_allowed"] == r["client_cpus_allowed"], r
+        assert len(parse_cpu_list(r["server_cpus"])) == 1 and bool(r["cpus_shared"]), r
+    local = pd.read_parquet(studies["local"] / "results" / "runs.parquet")
+    expected = split_roles(os.sched_getaffinity(0))
+    for _, r in local.iterrows():
+        assert not r["cpus_shared"] and r["client_cpus"] == r["client_cpus_allowed"] == expected["client"], r
+        assert r["server_cpus"] == r["server_cpus_allowed"] == expected["server"], r
 
 
 def test_jobs_went_through_slurm(studies):

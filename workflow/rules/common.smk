@@ -10,6 +10,7 @@ from snakemake.exceptions import WorkflowError  # noqa: E402
 
 from kpadstudy import confirm as kconfirm  # noqa: E402
 from kpadstudy import cpus as kcpus  # noqa: E402
+from kpadstudy import gpus as kgpus  # noqa: E402
 from kpadstudy import runs as kruns  # noqa: E402
 
 
@@ -24,7 +25,14 @@ try:
     kruns.check_capture(config)
     # threads of a run job: the CPUs of one taskset slot (server and client together), so runs with small
     # CPU slots run side by side; 1 when nothing is pinned. Never workflow.cores: that serialises runs.
-    RUN_THREADS = max(1, kcpus.pinned_cpu_count(config["taskset"]))
+    # taskset.auto: the CPUs of one GPU's share of this node (all of them on a CPU node).
+    RUN_THREADS = (
+        kcpus.auto_threads(
+            0 if config["device"] == "cpu" else 1, len(kgpus.visible_gpus((config.get("node") or {}).get("gpus")))
+        )
+        if kcpus.is_auto(config["taskset"])
+        else max(1, kcpus.pinned_cpu_count(config["taskset"]))
+    )
 except ValueError as err:
     raise config_error(err) from None
 MODELS = list(config["models"])

@@ -4,17 +4,30 @@ A *slot* is one ``{"server": list, "client": list}`` pair of config ``taskset``:
 server and its client to. Config ``taskset`` is one slot, or ``taskset.slots`` several disjoint ones, so
 runs go side by side without sharing a CPU: each run holds its slot's CPUs through lock files
 (``<lock_dir>/cpu-<n>.lock``, :func:`allocated_slot`), the way it holds its GPUs (:mod:`kpadstudy.gpus`).
+
+``taskset: {auto: true}`` (or ``taskset: auto``) computes the lists inside the job instead, from the CPUs
+it may use (``os.sched_getaffinity``: what SLURM's task plugin, a cgroup or an outer ``taskset`` granted):
+on a GPU node each GPU gets its own CPUs (its NUMA node's CPUs shared among that node's GPUs, else an
+even split, :func:`gpu_cpu_sets`) and a run takes the CPUs of the GPUs it holds; on a CPU node a run takes
+every allowed CPU. Within a run's CPUs the client gets the last N (:func:`split_roles`), the server the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Iterator
 
+from . import gpus as gpu_locks
 from .locks import held, lock_dir, release, try_lock
+
+#: client CPUs of an automatic slot (``taskset.auto``) unless ``taskset.client_cpus`` says: a quarter of the
+#: slot's CPUs, at least 1 and at most this many (the benchmark client is one asyncio process).
+AUTO_CLIENT_MAX = 4
 
 
 def parse_cpu_list(text: str) -> set[int]:
@@ -52,13 +65,227 @@ def format_cpu_set(cpus: set[int]) -> str:
     return ",".join(out)
 
 
+def is_auto(taskset: dict | str | None) -> bool:
+    """Whether config ``taskset`` asks for automatic CPU lists (``{auto: true}`` or the string ``auto``) and
+    gives no explicit list (explicit ``server`` / ``client`` / ``slots`` win, and are checked)."""
+    if taskset == "auto":
+        return True
+    return (
+        isinstance(taskset, dict)
+        and bool(taskset.get("auto"))
+        and not any(taskset.get(k) for k in ("server", "client", "slots"))
+    )
+
+
+def core_order(cpus: set[int] | list[int]) -> list[int]:
+    """``cpus`` with hyperthread siblings next to each other (sorted by their core's first CPU, from
+    ``/sys/devices/system/cpu/cpu<n>/topology/thread_siblings_list``; by number where that is unreadable),
+    so contiguous blocks of this order never split a physical core between two runs or two roles."""
+
+    def first_sibling(cpu: int) -> int:
+        try:
+            path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+            return min(parse_cpu_list(path.read_text().strip()))
+        except (OSError, ValueError):
+            return cpu
+
+    return sorted(cpus, key=lambda c: (first_sibling(c), c))
+
+
+def split_roles(cpus: set[int] | list[int], client_cpus: int | None = None) -> dict:
+    """Split one run's CPUs between its server (the first ones) and its client (the last ``client_cpus``).
+
+    Args:
+        cpus: the run's CPUs (at least one).
+        client_cpus: CPUs for the client; None = a quarter of ``cpus``, at least 1, at most
+            :data:`AUTO_CLIENT_MAX`. Always leaves the server at least one CPU.
+
+    Returns:
+        ``{"server": list, "client": list, "shared": bool}`` (``taskset -c`` lists); with a single CPU both
+        get it and ``shared`` is True.
+
+    Raises:
+        ValueError: ``cpus`` is empty.
+    """
+    ordered = core_order(cpus)
+    if not ordered:
+        raise ValueError("no CPUs to split between server and client")
+    if len(ordered) == 1:
+        one = format_cpu_set(set(ordered))
+        return {"server": one, "client": one, "shared": True}
+    n_client = client_cpus or min(AUTO_CLIENT_MAX, max(1, len(ordered) // 4))
+    n_client = max(1, min(n_client, len(ordered) - 1))
+    return {
+        "server": format_cpu_set(set(ordered[:-n_client])),
+        "client": format_cpu_set(set(ordered[-n_client:])),
+        "shared": False,
+    }
+
+
+def gpu_numa_cpus(gpu_ids: list[str]) -> dict[str, set[int]]:
+    """The CPUs local to each GPU's NUMA node, as the node reports them; {} when it does not.
+
+    Reads ``nvidia-smi --query-gpu=index,pci.bus_id`` and ``/sys/bus/pci/devices/<bus id>/local_cpulist``;
+    GPUs without an answer are left out (no ``nvidia-smi``, a container without ``/sys``, fake GPUs).
+    """
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[str, set[int]] = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        index, _, bus = (x.strip() for x in line.partition(","))
+        if index not in gpu_ids:
+            continue
+        # nvidia-smi prints 00000000:19:00.0; sysfs names it 0000:19:00.0
+        domain, _, rest = bus.lower().partition(":")
+        path = Path("/sys/bus/pci/devices") / f"{domain[-4:]}:{rest}" / "local_cpulist"
+        with contextlib.suppress(OSError, ValueError):
+            found[index] = parse_cpu_list(path.read_text().strip())
+    return found
+
+
+def gpu_cpu_sets(
+    allowed: set[int], gpu_ids: list[str], numa: dict[str, set[int]] | None = None
+) -> tuple[dict[str, set[int]], bool]:
+    """Disjoint CPU sets, one per GPU, out of the ``allowed`` CPUs (``taskset.auto`` on a GPU node).
+
+    Where ``numa`` (:func:`gpu_numa_cpus`) names, for every GPU, CPUs that are allowed, and GPUs on different
+    NUMA nodes have no CPU in common, each NUMA node's allowed CPUs are split evenly among its GPUs (in
+    index order, contiguous blocks); otherwise all allowed CPUs are split evenly among all GPUs. With fewer
+    CPUs than GPUs some GPUs get a CPU another GPU has too.
+
+    Args:
+        allowed: CPUs this job may use; gpu_ids: the node's GPUs (``kpadstudy.gpus.visible_gpus``).
+        numa: GPU -> its NUMA node's CPUs; None or incomplete = the even split.
+
+    Returns:
+        ``({gpu: CPUs}, shared)``; ``shared`` is True when two GPUs' sets overlap (fewer CPUs than GPUs).
+
+    Raises:
+        ValueError: ``allowed`` is empty.
+    """
+    if not allowed:
+        raise ValueError("this job may use no CPU (os.sched_getaffinity is empty)")
+    groups: list[tuple[list[str], list[int]]] = []
+    local = {g: (numa or {}).get(g, set()) & allowed for g in gpu_ids}
+    if gpu_ids and all(local.values()):
+        by_node: dict[frozenset, list[str]] = {}
+        for g in gpu_ids:
+            by_node.setdefault(frozenset(local[g]), []).append(g)
+        sets = list(by_node)
+        if all(not (a & b) for i, a in enumerate(sets) for b in sets[:i]):
+            groups = [(members, core_order(node)) for node, members in by_node.items()]
+    if not groups:
+        groups = [(list(gpu_ids), core_order(allowed))]
+    out: dict[str, set[int]] = {}
+    shared = False
+    for members, cpus in groups:
+        n, g = len(cpus), len(members)
+        for i, gpu in enumerate(members):
+            block = cpus[i * n // g : (i + 1) * n // g]
+            if not block:
+                block, shared = [cpus[i % n]], True
+            out[gpu] = set(block)
+    return out, shared
+
+
+def preferred_start(key: str, n_visible: int, n: int) -> int:
+    """Index in the visible GPUs where a cell's runs look first, the same for every run of the cell (so a
+    cell stays on one GPU slot where it can): a stable hash of ``key`` (model/corpus) over the slots of
+    ``n`` GPUs."""
+    n_slots = max(1, n_visible // max(1, n))
+    return (zlib.crc32(key.encode()) % n_slots) * max(1, n)
+
+
+@contextlib.contextmanager
+def allocated(
+    taskset: dict,
+    n_gpus: int,
+    node: dict,
+    *,
+    prefer: str = "",
+    allowed: set[int] | None = None,
+    numa: dict[str, set[int]] | None = None,
+) -> Iterator[tuple[int, dict, list[str]]]:
+    """Hold a run's CPUs and GPUs for the ``with`` block; yields ``(slot index, slot, GPU ids)``.
+
+    Explicit lists (config ``taskset`` server / client or slots): a free slot (:func:`allocated_slot`),
+    then ``n_gpus`` GPUs (:func:`kpadstudy.gpus.allocated_gpus`). ``taskset.auto``: first the GPUs, then the
+    union of their CPU sets (:func:`gpu_cpu_sets`; the slot index is the first GPU's place among the
+    visible ones), split by :func:`split_roles`; on a CPU run (``n_gpus`` 0) every allowed CPU, held
+    through the CPU locks so CPU runs never overlap. The slot dict has ``server``, ``client`` and
+    ``shared`` (server and client on the same CPUs).
+
+    Args:
+        node: config ``node`` (``lock_dir``, ``gpus``, ``cpu_wait_s``, ``gpu_wait_s``).
+        prefer: a cell's key (model/corpus): its runs try the same GPUs first (:func:`preferred_start`).
+        allowed: CPUs this job may use (default ``os.sched_getaffinity(0)``); numa: GPU -> NUMA CPUs
+            (default :func:`gpu_numa_cpus` of the visible GPUs).
+
+    Raises:
+        ValueError, TimeoutError: as :func:`allocated_slot` and :func:`kpadstudy.gpus.allocated_gpus`.
+    """
+    visible = gpu_locks.visible_gpus(node.get("gpus"))
+    start = preferred_start(prefer, len(visible), n_gpus) if n_gpus else 0
+    order = visible[start:] + visible[:start]
+    gpu_wait, cpu_wait = float(node.get("gpu_wait_s", 3600)), float(node.get("cpu_wait_s", 3600))
+    if not is_auto(taskset):
+        with (
+            allocated_slot(taskset, node.get("lock_dir"), cpu_wait) as (index, slot),
+            gpu_locks.allocated_gpus(n_gpus, order, node.get("lock_dir"), gpu_wait) as gpu_ids,
+        ):
+            yield index, {**slot, "shared": bool(slot["server"]) and slot["server"] == slot["client"]}, gpu_ids
+        return
+    allowed = set(os.sched_getaffinity(0)) if allowed is None else set(allowed)
+    client_cpus = taskset.get("client_cpus") if isinstance(taskset, dict) else None
+    if not n_gpus:
+        roles = split_roles(allowed, client_cpus)
+        with allocated_slot({"server": roles["server"], "client": roles["client"]}, node.get("lock_dir"), cpu_wait):
+            yield 0, roles, []
+        return
+    with gpu_locks.allocated_gpus(n_gpus, order, node.get("lock_dir"), gpu_wait) as gpu_ids:
+        per_gpu, _ = gpu_cpu_sets(allowed, visible, gpu_numa_cpus(visible) if numa is None else numa)
+        mine = set().union(*(per_gpu[g] for g in gpu_ids))
+        yield visible.index(gpu_ids[0]), split_roles(mine, client_cpus), gpu_ids
+
+
+def auto_threads(n_gpus_per_run: int, n_visible: int, allowed: set[int] | None = None) -> int:
+    """A run job's threads under ``taskset.auto``: the CPUs of its GPUs' share (allowed CPUs x GPUs per run /
+    visible GPUs), all allowed CPUs on a CPU node; at least 1."""
+    allowed = set(os.sched_getaffinity(0)) if allowed is None else set(allowed)
+    if not n_gpus_per_run or not n_visible:
+        return max(1, len(allowed))
+    return max(1, len(allowed) * min(n_gpus_per_run, n_visible) // n_visible)
+
+
+def process_cpus(pid: int) -> str | None:
+    """``Cpus_allowed_list`` of a running process (``/proc/<pid>/status``): the CPUs it really had; None
+    when the process is gone or the file unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
 def slots(taskset: dict) -> list[dict]:
-    """The CPU slots of config ``taskset``: ``taskset.slots`` when given, else ``[{server, client}]``.
+    """The CPU slots of config ``taskset``: ``taskset.slots`` when given, else ``[{server, client}]``
+    (``taskset.auto``: one slot pinning nothing; the lists are made inside the job, :func:`allocated`).
 
     Raises:
         ValueError: ``slots`` given together with ``server`` / ``client``; or two slots share CPUs (the
             message names both and the shared CPUs): side-by-side runs must never share a CPU.
     """
+    if is_auto(taskset):
+        return [{"server": None, "client": None}]
     listed = taskset.get("slots")
     if not listed:
         return [{"server": taskset.get("server"), "client": taskset.get("client")}]

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import cpus, gpus, ports, runs
+from . import cpus, ports, runs
 
 
 def compare(padded: list[list[int]], unpadded: list[list[int]]) -> dict[str, Any]:
@@ -275,8 +275,9 @@ def check_cell(
 ) -> dict[str, Any]:
     """Greedy outputs of kpad vs nopad (unpadded suffix) at K on ``prompts``; see :func:`compare`.
 
-    The check holds resources like a run: a CPU slot of config ``taskset`` (its engines pinned to the slot's
-    server CPUs) and, on a GPU node, ``tensor_parallel_size`` GPUs of its own (``CUDA_VISIBLE_DEVICES``), so
+    The check holds resources like a run (:func:`kpadstudy.cpus.allocated`): a CPU slot of config ``taskset``
+    or, with ``taskset.auto``, the CPUs of its GPUs (its engines pinned to the slot's server CPUs) and, on a
+    GPU node, ``tensor_parallel_size`` GPUs of its own (``CUDA_VISIBLE_DEVICES``), so
     it can go beside runs without sharing a CPU or a GPU with them.
 
     Args:
@@ -299,10 +300,7 @@ def check_cell(
     n_gpus = tensor_parallel_size if device == "cuda" else 0
     sides = {}
     with (
-        cpus.allocated_slot(taskset or {}, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (_, slot),
-        gpus.allocated_gpus(
-            n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))
-        ) as gpu_ids,
+        cpus.allocated(taskset or {}, n_gpus, node) as (_, slot, gpu_ids),
     ):
         for pad in (False, True):
             sides[pad] = run_side(

@@ -41,7 +41,7 @@ from typing import Any, Iterator
 
 from kpad_plugin import check_suffix_available, read_stats
 
-from . import boot, corpora, cpus, gpus, metrics, ports, runs
+from . import boot, corpora, cpus, metrics, ports, runs
 from .record import (
     BENCH_KEYS,
     CLIENT_LIMIT_FRACTION,
@@ -193,10 +193,11 @@ def execute_run(
     }
     with (
         ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
-        cpus.allocated_slot(pin, node.get("lock_dir"), float(node.get("cpu_wait_s", 3600))) as (slot_index, slot),
-        gpus.allocated_gpus(
-            n_gpus, gpus.visible_gpus(node.get("gpus")), node.get("lock_dir"), float(node.get("gpu_wait_s", 3600))
-        ) as gpu_ids,
+        cpus.allocated(pin, n_gpus, node, prefer=f"{model}/{corpus}", allowed=allowed_cpus) as (
+            slot_index,
+            slot,
+            gpu_ids,
+        ),
         tempfile.TemporaryDirectory() as tmp,
     ):
         record.update(
@@ -206,6 +207,7 @@ def execute_run(
             cpu_slot=slot_index,
             server_cpus=slot["server"],
             client_cpus=slot["client"],
+            cpus_shared=slot["shared"],
         )
         context = RunContext(
             model=model,
@@ -470,6 +472,9 @@ def _attempt(
             boot_s,
         ):
             record["boot_s"] = round(boot_s, 2)
+            # the CPUs each side really had (taskset has exec'd by now: the server answers /health)
+            record["server_cpus_allowed"] = cpus.process_cpus(proc.pid)
+            record["client_cpus_allowed"] = cpus.process_cpus(client.pid)
             with stage("measurement"):
                 alive, watchdog = wait_client(
                     client,
