@@ -119,3 +119,43 @@ def test_confirmation_reruns_each_cell_in_its_own_repeats(tmp_path, smol_model):
     assert p.returncode == 0, log[-3000:]
     planned = re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", log, re.M)
     assert sorted(set(planned)) == [("best_k", f"model={MODEL}, corpus=humaneval")], planned
+
+
+def test_a_run_killed_on_every_attempt_is_recorded_lost_and_the_study_goes_on(tmp_path, smol_model):
+    """kpad4's job is SIGKILLed on each attempt (its fake server kills the job that started it: no chance to
+    write anything, as a time limit or the OOM killer would do). With node.run_attempts 2 it is measured
+    twice, then its third attempt writes the record lost; van's later run (the chain of repeat 1 -> 2) and
+    the tables still run, and the figures' failure label says lost."""
+    study_config(
+        tmp_path,
+        smol_model,
+        repeats=2,
+        server={"backend": "fake", "fake": {"chunk_gap_ms": 5, "kill_job": ["kpad4"]}},
+        configurations={"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": [4]}, "nopad": {"k": []}},
+        node={"lock_dir": str(tmp_path / "locks"), "run_attempts": 2},
+    )
+    p = snakemake(tmp_path, "results/runs.parquet", "results/cells.parquet")
+    log = p.log_path.read_text()
+    assert p.returncode == 0, log[-3000:]
+    runs = pd.read_parquet(tmp_path / "results" / "runs.parquet")
+    assert sorted(zip(runs["configuration"], runs["repeat"], runs["status"], strict=True)) == [
+        ("kpad4", 1, "lost"),
+        ("kpad4", 2, "lost"),
+        ("van", 1, "ok"),
+        ("van", 2, "ok"),
+    ]
+    lost = runs[(runs["status"] == "lost") & (runs["repeat"] == 1)].iloc[0]
+    van = runs[(runs["configuration"] == "van") & (runs["repeat"] == 1)].iloc[0]
+    assert (lost["attempts"], lost["phase"], lost["position"] + van["position"]) == (2, "sweep", 3)
+    assert re.match(
+        r"lost: the job was killed without writing its record on 2 of 2 attempts \(started \S+ on \S+, \S+ on \S+\)",
+        lost["reason"],
+    ), lost["reason"]
+    _, logs = run_dir(tmp_path, "kpad4", 1)
+    journal = [json.loads(line) for line in (logs / "attempts.jsonl").read_text().splitlines()]
+    assert [(e["attempt"], e["event"]) for e in journal] == [(1, "start"), (2, "start")]
+    cells = pd.read_parquet(tmp_path / "results" / "cells.parquet").set_index("configuration")
+    assert cells.loc["kpad4", "statuses"] == "lost:2" and cells.loc["van", "n_valid"] == 2
+    from kpadstudy.tables import failure_label
+
+    assert failure_label(cells.loc[["kpad4"]]) == "lost"

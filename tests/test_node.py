@@ -9,11 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from kpadstudy import boot, cpus, gpus, ports, runs, server
 from kpadstudy.server import group_alive, stop
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # --- GPU slots -------------------------------------------------------------------------------------
 
@@ -620,3 +623,35 @@ print(json.dumps({{"got": got, "err": err}}))
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_child_started_with_die_with_parent_dies_with_its_parent(tmp_path):
+    """A run job killed with SIGKILL leaves no server or client behind: they get SIGKILL from the kernel."""
+    code = (
+        "import subprocess, sys, time; from kpadstudy.server import die_with_parent; "
+        "c = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent, start_new_session=True); "
+        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(c.pid)); time.sleep(60)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "workflow" / "scripts"))
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
+    pid_file = tmp_path / "pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    for _ in range(50):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child), "the child outlived its SIGKILLed parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

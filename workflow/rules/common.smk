@@ -35,6 +35,8 @@ try:
     )
 except ValueError as err:
     raise config_error(err) from None
+# attempts a run job gets to measure when killed without a record; one more writes its record as lost
+RUN_ATTEMPTS = int(config["node"]["run_attempts"])
 MODELS = list(config["models"])
 BASE_CORPORA = list(config["corpora"])
 MIX = config["mix"]["name"] if config["mix"]["components"] else None

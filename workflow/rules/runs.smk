@@ -20,8 +20,10 @@ rule run:
     conda:
         "../../envs/vllm-gpu.yaml"
     threads: RUN_THREADS
+    retries: RUN_ATTEMPTS  # killed jobs: RUN_ATTEMPTS measuring attempts, then one that records the run lost
     resources:
-        gpu=lambda wc: gpus_per_run(wc.model),
+        gpu=lambda wc, attempt: 0 if attempt > RUN_ATTEMPTS else gpus_per_run(wc.model),
+        attempt=lambda wc, attempt: attempt,
     params:
         plugin_path=PLUGIN_PATH,
     script:

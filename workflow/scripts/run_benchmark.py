@@ -1,4 +1,5 @@
-"""Rules run and confirm_run: one (model, corpus, configuration, repeat) against a fresh vLLM server."""
+"""Rules run and confirm_run: one (model, corpus, configuration, repeat) against a fresh vLLM server; the
+attempt after the last measuring one records the run as lost (kpadstudy.execute.run_job)."""
 
 import logging
 import signal
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from _rule import setup_logging
 from kpadstudy.confirm import confirm_position
-from kpadstudy.execute import execute_run
+from kpadstudy.execute import run_job
 from kpadstudy.runs import workflow_commit
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
@@ -21,7 +22,9 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
     # The commit is read here, not passed as a param: a param that changes with every commit would make
     # Snakemake rerun every finished run after a commit (params are a rerun trigger).
     commit = workflow_commit(str(Path(sm.params.plugin_path).parents[1]))
-    record = execute_run(
+    record = run_job(
+        attempt=int(sm.resources.attempt),
+        run_attempts=int(sm.config["node"]["run_attempts"]),
         config=sm.config,
         model=w.model,
         model_path=sm.input.model,

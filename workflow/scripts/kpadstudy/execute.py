@@ -58,7 +58,7 @@ from .record import (
     step_measures,
     versions,
 )
-from .server import ServerBootError, get_text, running_server, stop
+from .server import ServerBootError, die_with_parent, get_text, running_server, stop
 
 
 def resolve_device(requested: str) -> str:
@@ -160,7 +160,7 @@ def execute_run(
     boot.attempt_settings(
         config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {})
     )  # config errors now
-    load, node = config["load"], config.get("node") or {}
+    node = config.get("node") or {}
     device = resolve_device(config.get("device", "auto"))
     records = corpora.read_jsonl(Path(corpus_path))
     log_dir = Path(log_dir)
@@ -171,26 +171,7 @@ def execute_run(
     tp = int(config["models"][model].get("tensor_parallel_size", 1))
     n_gpus = tp if device == "cuda" else 0
 
-    record: dict[str, Any] = {
-        "model": model,
-        "corpus": corpus,
-        **runs.describe(configuration),
-        "repeat": repeat,
-        "position": runs.position(config, configuration_name, repeat) if position is None else position,
-        "order_seed": config.get("order_seed"),
-        "device": device,
-        "workflow_commit": workflow_commit,
-        **versions(),
-        "max_concurrency": load["max_concurrency"],
-        "max_tokens": load["max_tokens"],
-        "temperature": load["temperature"],
-        "seed": config["server"].get("seed", 0),
-        "prompts_seed": config["prompts"]["seed"],
-        "config_hash": config_hash(config, configuration_name),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "server_backend": backend,
-        "phase": phase,
-    }
+    record = record_header(config, model, corpus, configuration, repeat, phase, position, device, workflow_commit)
     with (
         ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
         cpus.allocated(pin, n_gpus, node, prefer=f"{model}/{corpus}", allowed=allowed_cpus) as (
@@ -238,6 +219,137 @@ def execute_run(
         record["attempt_settings"] = attempt_log
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     out_json = Path(out_json)
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out_json.with_suffix(".partial")
+    tmp_out.write_text(json.dumps(record, indent=1, default=str))
+    tmp_out.replace(out_json)
+    return record
+
+
+def record_header(
+    config: dict[str, Any],
+    model: str,
+    corpus: str,
+    configuration: runs.Configuration,
+    repeat: int,
+    phase: str,
+    position: int | None,
+    device: str,
+    workflow_commit: str | None,
+) -> dict[str, Any]:
+    """The fields every record starts with: what ran (model, corpus, configuration, repeat, its ``position``
+    in the repeat, ``phase``), the settings and versions, ``config_hash`` and ``started_at``."""
+    load = config["load"]
+    return {
+        "model": model,
+        "corpus": corpus,
+        **runs.describe(configuration),
+        "repeat": repeat,
+        "position": runs.position(config, configuration.name, repeat) if position is None else position,
+        "order_seed": config.get("order_seed"),
+        "device": device,
+        "workflow_commit": workflow_commit,
+        **versions(),
+        "max_concurrency": load["max_concurrency"],
+        "max_tokens": load["max_tokens"],
+        "temperature": load["temperature"],
+        "seed": config["server"].get("seed", 0),
+        "prompts_seed": config["prompts"]["seed"],
+        "config_hash": config_hash(config, configuration.name),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "server_backend": config["server"].get("backend", "vllm"),
+        "phase": phase,
+    }
+
+
+#: the attempt journal of a run job, in its log folder: one JSON line per attempt's start and per error
+ATTEMPTS_FILE = "attempts.jsonl"
+
+
+def note_attempt(log_dir: Path, attempt: int, event: str, **fields: Any) -> None:
+    """Append ``{"attempt", "event", "at", "host", "pid", **fields}`` to the run's attempt journal
+    (``<log_dir>/attempts.jsonl``); attempt 1's ``start`` begins a new journal. ``event``: ``start`` or
+    ``error``."""
+    import socket
+
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    line = {
+        "attempt": attempt,
+        "event": event,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        **fields,
+    }
+    with open(log_dir / ATTEMPTS_FILE, "w" if (attempt == 1 and event == "start") else "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def read_attempts(log_dir: Path) -> list[dict[str, Any]]:
+    """The run's attempt journal (:func:`note_attempt`); [] when there is none."""
+    path = Path(log_dir) / ATTEMPTS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]:
+    """One attempt of a run job (rules run and confirm_run, ``retries`` = ``run_attempts``).
+
+    Attempts 1..``run_attempts`` measure (:func:`execute_run`, same keyword arguments), each noted in the
+    run's attempt journal; a Python exception is noted with its message and raised. A job killed from
+    outside (SIGKILL, a time or memory limit, a lost node) notes nothing more and writes no record, so
+    Snakemake retries it. The attempt after the last one measures nothing: it writes the record with status
+    ``lost``, the reason naming each attempt's start, host and what the journal holds, so the cell's later
+    runs and the tables still run (a lost run costs that run only).
+
+    Raises:
+        RuntimeError: on the attempt after the last, when the last measuring attempt ended with an error of
+            its own (the message quotes it): such a job fails as that attempt did, it is not recorded lost.
+        Whatever :func:`execute_run` raises, on a measuring attempt.
+    """
+    log_dir, out_json = Path(kwargs["log_dir"]), Path(kwargs["out_json"])
+    if attempt <= run_attempts:
+        note_attempt(log_dir, attempt, "start")
+        try:
+            return execute_run(**kwargs)
+        except Exception as err:
+            note_attempt(log_dir, attempt, "error", error=f"{type(err).__name__}: {err}")
+            raise
+    journal = read_attempts(log_dir)
+    last = max((e["attempt"] for e in journal), default=0)
+    errors = [e for e in journal if e["event"] == "error" and e["attempt"] == last]
+    if errors:
+        raise RuntimeError(
+            f"attempt {last} of this run failed with {errors[-1]['error']} "
+            f"(journal {log_dir / ATTEMPTS_FILE}); fix that and rerun"
+        )
+    config = kwargs["config"]
+    known = {c.name: c for c in runs.configurations(config)}
+    starts = [e for e in journal if e["event"] == "start"]
+    when = ", ".join(f"{e['at']} on {e['host']}" for e in starts) or "never"
+    record = record_header(
+        config,
+        kwargs["model"],
+        kwargs["corpus"],
+        known[kwargs["configuration_name"]],
+        kwargs["repeat"],
+        kwargs.get("phase", "sweep"),
+        kwargs.get("position"),
+        config.get("device", "auto"),
+        kwargs.get("workflow_commit"),
+    )
+    record.update(
+        status="lost",
+        reason=(
+            f"lost: the job was killed without writing its record on {len(starts)} of {run_attempts} attempts "
+            f"(started {when}): SIGKILL, a time "
+            f"or memory limit or a lost node; logs in {log_dir}"
+        ),
+        attempts=len(starts),
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
     out_json.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out_json.with_suffix(".partial")
     tmp_out.write_text(json.dumps(record, indent=1, default=str))
@@ -309,8 +421,9 @@ def fake_server_command(
     Tokens per chunk: 1 for van, ``1 + k // 4`` for speculative configurations (so a larger K is
     faster and the best kpad K is the largest); ``server.fake.chunk_gap_ms`` between chunks; faults to
     inject: ``server.fake.fail_requests``, ``server.fake.metrics_text``, ``server.fake.fault`` on request
-    ``server.fake.fault_request`` (:data:`kpadstudy.fake_server.FAULTS`). For tests of the pipeline's life
-    cycle only: its numbers mean nothing.
+    ``server.fake.fault_request`` (:data:`kpadstudy.fake_server.FAULTS`); ``server.fake.kill_job``, a list of
+    configuration names whose server SIGKILLs the run job that started it (a job killed from outside, on every
+    attempt). For tests of the pipeline's life cycle only: its numbers mean nothing.
     """
     per_chunk = 1 + configuration.k // 4 if configuration.speculative else 1
     fake = server.get("fake") or {}
@@ -337,6 +450,7 @@ def fake_server_command(
             if fake.get("fault")
             else []
         )
+        + (["--kill-parent"] if configuration.name in (fake.get("kill_job") or []) else [])
     )
 
 
@@ -465,7 +579,12 @@ def _attempt(
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
         with stage("client start"), open(client_log, "ab") as clog:
             client = subprocess.Popen(
-                client_cmd, env=client_env, stdout=clog, stderr=subprocess.STDOUT, start_new_session=True
+                client_cmd,
+                env=client_env,
+                stdout=clog,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (
             proc,

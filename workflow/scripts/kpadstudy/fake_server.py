@@ -268,7 +268,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--fault-request", type=int, default=0, help="which request is faulty: 1-based, warm-up first; 0 = every one"
     )
+    p.add_argument(
+        "--kill-parent",
+        action="store_true",
+        help="fault injection: SIGKILL the process that started this server (the run job), then exit",
+    )
     a = p.parse_args(argv)
+    if a.kill_parent:
+        import os
+        import signal
+
+        os.kill(os.getppid(), signal.SIGKILL)
+        return
     server = FakeServer(
         Schedule(tokens_per_chunk=a.tokens_per_chunk, chunk_gap_s=a.chunk_gap_ms / 1000),
         fail_requests=a.fail_requests,

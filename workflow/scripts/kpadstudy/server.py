@@ -139,6 +139,17 @@ def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+def die_with_parent() -> None:
+    """``preexec_fn`` of the server and client processes: the kernel sends them SIGKILL when the process that
+    started them dies (``prctl(PR_SET_PDEATHSIG)``, Linux), so a run job killed with SIGKILL leaves no
+    server holding its GPU and port behind. Does nothing where prctl is missing."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 @contextlib.contextmanager
 def running_server(
     cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float
@@ -158,7 +169,14 @@ def running_server(
     with open(log_path, "ab") as log_file:
         try:
             try:
-                proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+                proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )
                 (log_path.parent / "server.pid").write_text(f"{proc.pid}\n")  # = its process group id
                 boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
             except ServerBootError:

@@ -213,13 +213,14 @@ def best_kpad(cell_table: pd.DataFrame) -> pd.DataFrame:
 
 def failure_label(rows: pd.DataFrame) -> str:
     """How to mark configurations without a valid median: "did not boot" when every run of them has status
-    ``boot_failed``, "not measured" when there are no rows, else "failed" (``invalid`` runs)."""
+    ``boot_failed``, "lost" when every run was ``lost`` (its job killed on every attempt), "not measured"
+    when there are no rows, else "failed" (``invalid`` runs, or a mix)."""
     if rows.empty:
         return "not measured"
     statuses = set()
     for s in rows.get("statuses", pd.Series(dtype=str)).fillna(""):
         statuses |= {part.split(":")[0] for part in s.split(",") if part}
-    return "did not boot" if statuses == {"boot_failed"} else "failed"
+    return {frozenset({"boot_failed"}): "did not boot", frozenset({"lost"}): "lost"}.get(frozenset(statuses), "failed")
 
 
 def best_kpad_with_device(cells: pd.DataFrame) -> pd.DataFrame:
