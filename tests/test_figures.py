@@ -218,6 +218,9 @@ def test_draw_on_the_published_parquet_writes_the_study_figures(tmp_path):
     assert draw_figures.figure_names(str(ref), "runs.parquet") == draw_figures.CELL_FIGURES + [
         "ours_vs_published",
         "k_vs_r",
+        "kpad_vs_nopad",
+        "paired_ratios",
+        "run_timeline",
     ]
 
 

@@ -47,7 +47,18 @@ PLUGIN_PATH = str(Path(workflow.basedir) / "workflow" / "scripts")
 REFERENCE_CSV = str(Path(workflow.basedir) / config["reference"]["csv"])  # an absolute csv stays as it is
 REFERENCE_PARQUET = "results/reference/kpad_published.parquet"
 # figures of rule figures (results/cells.parquet, results/runs.parquet, the published study)
-FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad", "ours_vs_published", "k_vs_r"]
+FIGURES = [
+    "best_k_heatmap",
+    "bestkpad_over_suf",
+    "k_sweep",
+    "van_suf_bestkpad",
+    "ours_vs_published",
+    "k_vs_r",
+    "kpad_vs_nopad",
+    "paired_ratios",
+    "run_timeline",
+]
+RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline"]  # drawn from run records
 CONFIRM = config["confirm"]
 # cells the figures, comparison and recommendations read: with confirmation, the sweep's cells with the
 # confirmation's van / suf / bestkpad rows preferred (rule analysis_cells)
@@ -57,7 +68,7 @@ CACHE_PUBLISHED = os.path.normpath(CACHE["cells"]) == REFERENCE_PARQUET
 CACHE_FIGURES = (
     ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
     + ([] if CACHE_PUBLISHED else ["ours_vs_published"])
-    + (["k_vs_r"] if CACHE["runs"] else [])
+    + (RUN_FIGURES if CACHE["runs"] else [])
 )
 
 if MIX in BASE_CORPORA:

@@ -34,10 +34,10 @@ rule confirm_run:
         client="results/logs/confirm/{model}/{corpus}/{configuration}/r{repeat}/client.log",
     benchmark:
         "results/benchmarks/confirm_run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
+    retries: RUN_ATTEMPTS  # killed jobs: RUN_ATTEMPTS measuring attempts, then one that records the run lost
     conda:
         "../../envs/vllm-gpu.yaml"
     threads: RUN_THREADS
-    retries: RUN_ATTEMPTS  # killed jobs: RUN_ATTEMPTS measuring attempts, then one that records the run lost
     resources:
         gpu=lambda wc, attempt: 0 if attempt > RUN_ATTEMPTS else gpus_per_run(wc.model),
         attempt=lambda wc, attempt: attempt,

@@ -2,7 +2,7 @@ rule figures:
     """Every figure of the study from results/cells.parquet (+ runs, + the published study), PNG (in the report) and SVG."""
     input:
         cells=ANALYSIS_CELLS,
-        runs="results/runs.parquet",
+        runs=["results/runs.parquet", *(["results/confirm/runs.parquet"] if CONFIRM["enabled"] else [])],
         reference=REFERENCE_PARQUET,
     output:
         [report(f"figures/{f}.png", category="Figures", caption=caption(f)) for f in FIGURES],

@@ -17,10 +17,10 @@ rule run:
     benchmark:
         "results/benchmarks/run/{model}/{corpus}/{configuration}/r{repeat}.tsv"
     priority: runs_after
+    retries: RUN_ATTEMPTS  # killed jobs: RUN_ATTEMPTS measuring attempts, then one that records the run lost
     conda:
         "../../envs/vllm-gpu.yaml"
     threads: RUN_THREADS
-    retries: RUN_ATTEMPTS  # killed jobs: RUN_ATTEMPTS measuring attempts, then one that records the run lost
     resources:
         gpu=lambda wc, attempt: 0 if attempt > RUN_ATTEMPTS else gpus_per_run(wc.model),
         attempt=lambda wc, attempt: attempt,

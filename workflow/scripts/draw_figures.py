@@ -1,8 +1,8 @@
 """Rules figures and figures_from_cache, and a command to redraw every figure from an existing cells Parquet
 with nothing else (no vLLM, GPU or network; pandas, pyarrow, seaborn):
 
-    python workflow/scripts/draw_figures.py results/cells.parquet figures/ [--mix mix] [--runs results/runs.parquet]
-        [--reference results/reference/kpad_published.parquet] [--note "8x B200, vLLM 0.26.0"]
+    python workflow/scripts/draw_figures.py results/cells.parquet figures/ [--mix mix] [--runs results/runs.parquet
+        [results/confirm/runs.parquet]] [--reference results/reference/kpad_published.parquet] [--note "8x B200"]
 """
 
 import argparse
@@ -12,12 +12,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from _rule import setup_logging
-from kpadstudy import compare, figures, reference, stepcost, tables
+from kpadstudy import compare, figures, paired, reference, repeat_figures, stepcost, tables
 
 CPU_NOTE = compare.CPU_NOTE
 PUBLISHED_NOTE = "published K-pad study (8x B200, vLLM 1.7.dev): one number per configuration, no repeats"
 read_cells = tables.read_cells
 CELL_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
+# figures of the run records (kpadstudy.repeat_figures), drawn when runs are given
+RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline"]
 
 
 def figure_names(reference_path: str | None, runs_path: str | None, cells_are_published: bool = False) -> list[str]:
@@ -25,7 +27,7 @@ def figure_names(reference_path: str | None, runs_path: str | None, cells_are_pu
     return (
         CELL_FIGURES
         + (["ours_vs_published"] if reference_path and not cells_are_published else [])
-        + (["k_vs_r"] if runs_path else [])
+        + (RUN_FIGURES if runs_path else [])
     )
 
 
@@ -35,12 +37,13 @@ def draw(
     mix: str | None,
     note: str = "",
     reference_path: str | None = None,
-    runs_path: str | None = None,
+    runs_path: str | list[str] | None = None,
 ) -> list[Path]:
     """Write every figure the inputs allow as PNG and SVG into ``out_dir``; return the paths.
 
     Always ``CELL_FIGURES``; ``ours_vs_published`` with ``reference_path`` (unless the cells are the published
-    ones); ``k_vs_r`` with ``runs_path``. ``note`` goes under each title; cells measured on CPU get
+    ones); ``RUN_FIGURES`` with ``runs_path`` (one runs Parquet, or several: the sweep's first, then the
+    confirmation's; ``k_vs_r`` reads the first only). ``note`` goes under each title; cells measured on CPU get
     :data:`CPU_NOTE` in front of it, published cells :data:`PUBLISHED_NOTE`.
     """
     cells = read_cells(cells_path)
@@ -67,7 +70,13 @@ def draw(
             note=note,
         )
     if runs_path:
-        figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(pd.read_parquet(runs_path), cells), note=note)
+        paths = [runs_path] if isinstance(runs_path, str) else list(runs_path)
+        frames = [pd.read_parquet(p) for p in paths]
+        runs = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else frames[0]
+        figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(frames[0], cells), note=note)
+        figs["kpad_vs_nopad"] = repeat_figures.kpad_vs_nopad(runs, note=note)
+        figs["paired_ratios"] = repeat_figures.paired_ratios(paired.paired_table(runs), note=note)
+        figs["run_timeline"] = repeat_figures.run_timeline(runs, note=note)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -88,7 +97,7 @@ if "snakemake" in globals():
         sm.params.mix,
         sm.params.note,
         sm.input.get("reference"),
-        sm.input.get("runs"),
+        ([sm.input.runs] if isinstance(sm.input.runs, str) else list(sm.input.runs)) if sm.input.get("runs") else None,
     )
 elif __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,7 +107,12 @@ elif __name__ == "__main__":
         "--mix", default="mix", help="corpus of the bestKpad-over-suf and van -> suf -> bestKpad figures (default: mix)"
     )
     ap.add_argument("--note", default="", help="a line under each title: hardware, versions, repeats")
-    ap.add_argument("--runs", default=None, help="its runs Parquet: adds the K-bar vs R figure")
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        help="its runs Parquet (then the confirmation's): adds K-bar vs R, kpad vs nopad, paired ratios, run timeline",
+    )
     ap.add_argument("--reference", default=None, help="the published cells Parquet: adds the ours-vs-published figure")
     a = ap.parse_args()
     setup_logging(None)

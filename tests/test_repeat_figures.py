@@ -1,0 +1,124 @@
+"""Figures of the run records (kpadstudy.repeat_figures) and the fixed palette, checked on their data
+(annotations, points, colours), not pixels, on hand-made runs with holes: a lost run, an invalid run, a boot
+failure, a K with one side missing, a cell with one repeat only, a model without nopad."""
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+
+from kpadstudy import paired, palette, repeat_figures
+
+
+def run(model, corpus, conf, method, k, repeat, tok, status="ok", minute=0, phase="sweep"):
+    return {
+        "model": model,
+        "corpus": corpus,
+        "configuration": conf,
+        "method": method,
+        "k": k,
+        "repeat": repeat,
+        "status": status,
+        "output_tok_s": tok,
+        "phase": phase,
+        "started_at": f"2026-12-01T10:{minute:02d}:00+0000",
+    }
+
+
+# cell A/sharegpt: 3 repeats; kpad8/nopad8 = 1.2, 1.1, 1.3; kpad4/nopad4 paired in r1 only (nopad4 r2
+# invalid, r3 lost); cell B/code: van and kpad4 only (no nopad); cell A/mix: one repeat, nopad8 boot_failed
+RUNS = pd.DataFrame(
+    [
+        run("A", "sharegpt", "van", "van", None, 1, 100.0, minute=0),
+        run("A", "sharegpt", "kpad8", "kpad", 8, 1, 120.0, minute=1),
+        run("A", "sharegpt", "nopad8", "nopad", 8, 1, 100.0, minute=2),
+        run("A", "sharegpt", "kpad4", "kpad", 4, 1, 150.0, minute=3),
+        run("A", "sharegpt", "nopad4", "nopad", 4, 1, 100.0, minute=4),
+        run("A", "sharegpt", "van", "van", None, 2, 200.0, minute=5),
+        run("A", "sharegpt", "kpad8", "kpad", 8, 2, 220.0, minute=6),
+        run("A", "sharegpt", "nopad8", "nopad", 8, 2, 200.0, minute=7),
+        run("A", "sharegpt", "kpad4", "kpad", 4, 2, 210.0, minute=8),
+        run("A", "sharegpt", "nopad4", "nopad", 4, 2, None, status="invalid", minute=9),
+        run("A", "sharegpt", "van", "van", None, 3, 100.0, minute=10),
+        run("A", "sharegpt", "kpad8", "kpad", 8, 3, 130.0, minute=11),
+        run("A", "sharegpt", "nopad8", "nopad", 8, 3, 100.0, minute=12),
+        run("A", "sharegpt", "kpad4", "kpad", 4, 3, 130.0, minute=13),
+        run("A", "sharegpt", "nopad4", "nopad", 4, 3, None, status="lost", minute=14),
+        run("B", "code", "van", "van", None, 1, 50.0, minute=0),
+        run("B", "code", "kpad4", "kpad", 4, 1, 60.0, minute=1),
+        run("A", "mix", "kpad8", "kpad", 8, 1, 80.0, minute=0),
+        run("A", "mix", "nopad8", "nopad", 8, 1, None, status="boot_failed", minute=1),
+    ]
+)
+
+
+def texts(ax):
+    return sorted(t.get_text() for t in ax.texts)
+
+
+def test_palette_gives_each_family_and_k_one_fixed_style():
+    assert palette.style("van")["color"] == "#000000" and palette.style("suf")["marker"] == "s"
+    assert palette.style("trident", "suf", 32)["color"] == "#CC79A7"  # a named family wins over its method
+    kp, nop = palette.style("kpad8"), palette.style("nopad8")
+    assert kp["color"] == nop["color"] == palette.k_colour(8)
+    assert (kp["linestyle"], nop["linestyle"], nop["markerfacecolor"]) == ("-", "--", "white")
+    from matplotlib import colormaps
+
+    assert palette.k_colour(4) == colormaps["cividis"](0.15) and palette.k_colour(32) == colormaps["cividis"](0.85)
+    assert palette.k_colour(64) == palette.k_colour(32) and palette.k_colour(2) == palette.k_colour(4)  # clipped
+    assert palette.style("medusa")["color"] == "#999999"  # a family not listed: grey
+
+
+def test_kpad_vs_nopad_draws_each_repeats_ratio_and_the_mean_with_its_interval():
+    fig = repeat_figures.kpad_vs_nopad(RUNS, note="test")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["A / mix", "A / sharegpt"]  # B has no nopad
+    ax_mix, ax = [a for a in fig.axes if a.get_title()]
+    assert texts(ax_mix) == ["no pair"]  # nopad8 did not boot: no ratio, never a number
+    s8 = paired.summarize([1.2, 1.1, 1.3])
+    s4 = paired.summarize([1.5])
+    assert texts(ax) == sorted(
+        [
+            f"{s4['ratio']:.2f}x, single, 1/1",
+            f"{s8['ratio']:.2f}x ({s8['ci_low']:.2f}-{s8['ci_high']:.2f}), 3/3",
+        ]
+    )
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]  # not the error bars
+    points = np.concatenate([c.get_offsets()[:, 1] for c in scatters])
+    assert sorted(np.round(points, 3)) == [1.1, 1.2, 1.3, 1.5]
+    dots = [c for c in scatters if len(c.get_offsets()) == 3][0]
+    assert mcolors.same_color(dots.get_facecolor()[0][:3], palette.k_colour(8)[:3])
+
+
+def test_paired_ratios_labels_interval_or_n_and_says_when_nothing_paired():
+    table = paired.paired_table(RUNS)
+    fig = repeat_figures.paired_ratios(table, note="")
+    by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert sorted(by_title) == ["A / mix (sweep)", "A / sharegpt (sweep)", "B / code (sweep)"]
+    row = table[(table["corpus"] == "sharegpt") & (table["numerator"] == "kpad8") & (table["denominator"] == "van")]
+    r = row.iloc[0]
+    assert f"{r['ratio']:.2f}x ({r['ci_low']:.2f}-{r['ci_high']:.2f}), 3/3" in texts(by_title["A / sharegpt (sweep)"])
+    assert texts(by_title["B / code (sweep)"]) == ["1.20x, single, 1/1"]
+    assert "no paired repeat" in texts(by_title["A / mix (sweep)"])
+    assert "no cell has two configurations" in repeat_figures.paired_ratios(table.iloc[0:0]).axes[0].texts[0].get_text()
+
+
+def test_run_timeline_marks_runs_that_are_not_ok_with_their_status_and_bands_each_repeat():
+    fig = repeat_figures.run_timeline(RUNS, note="")
+    by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert sorted(by_title) == ["A / mix: 2 runs, 1 ok", "A / sharegpt: 15 runs, 13 ok", "B / code: 2 runs, 2 ok"]
+    ax = by_title["A / sharegpt: 15 runs, 13 ok"]
+    assert texts(ax) == ["nopad4 r2: invalid", "nopad4 r3: lost", "r1", "r2", "r3"]
+    van = [line for line in ax.lines if line.get_label() == "van"][0]
+    assert list(van.get_xdata()) == [0, 5, 10] and list(van.get_ydata()) == [100, 200, 100]
+    assert van.get_marker() == "v" and mcolors.same_color(van.get_color(), "#000000")
+    assert "nopad8 r1: boot_failed" in texts(by_title["A / mix: 2 runs, 1 ok"])
+
+
+@pytest.mark.parametrize("draw", [repeat_figures.kpad_vs_nopad, repeat_figures.run_timeline])
+def test_run_figures_of_no_runs_say_so(draw):
+    fig = draw(RUNS.iloc[0:0])
+    assert len(fig.axes) == 1 and fig.axes[0].texts[0].get_text().endswith(
+        ("no cell ran both kpad and nopad at one K", "no run records with start times")
+    )

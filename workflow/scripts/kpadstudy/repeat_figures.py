@@ -1,0 +1,277 @@
+"""Figures drawn from the run records, repeat by repeat: what padding buys at equal K, every paired comparison
+with its interval, and each cell's runs in the order they ran (drift made visible).
+
+Each function takes DataFrames and returns a matplotlib Figure; none reads files. Colours and markers:
+:mod:`kpadstudy.palette`. Ratios are within a repeat and summarized as in :mod:`kpadstudy.paired` (geometric
+mean, 95% t-interval on the log ratios from n >= 3 repeats; below that no interval, the label says n).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from . import paired, palette  # noqa: E402
+
+
+def _empty(message: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6.0, 1.6))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=9)
+    return fig
+
+
+def _grid(n: int, width: float, height: float, ncol_max: int = 3) -> tuple[plt.Figure, np.ndarray]:
+    ncol = min(ncol_max, n)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(width * ncol, height * nrow + 0.9), squeeze=False)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    return fig, axes
+
+
+def _suptitle(fig: plt.Figure, title: str, note: str, width_in: float) -> None:
+    """Title and note, each wrapped to the figure's width (about 11 characters per inch at 8-10 pt)."""
+    width = max(30, int(width_in * 11))
+    text = textwrap.fill(title, width=width) + (f"\n{textwrap.fill(note, width=width)}" if note else "")
+    fig.suptitle(text, fontsize=9)
+
+
+def _plain_log_axis(axis) -> None:
+    """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0)))
+    axis.set_major_formatter(FormatStrFormatter("%.1f"))
+    axis.set_minor_formatter(FormatStrFormatter(""))
+
+
+def _summary_label(s: dict) -> str:
+    """``1.17x (0.82-1.66), 3/3`` with an interval; ``1.17x, n = 2, 2/2`` or ``1.17x, single`` without."""
+    if s["n"] == 0:
+        return "no paired repeat"
+    head = f"{s['ratio']:.2f}x"
+    if s["ci_low"] is not None and not pd.isna(s["ci_low"]):
+        return f"{head} ({s['ci_low']:.2f}-{s['ci_high']:.2f}), {s['favour']}/{s['n']}"
+    size = "single" if s["n"] == 1 else f"n = {s['n']}"
+    return f"{head}, {size}, {s['favour']}/{s['n']}"
+
+
+def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
+    """kpad K over nopad K within each repeat, per K: one panel per (model, corpus) of the sweep.
+
+    Args:
+        runs: run records (``results/runs.parquet``): ``model, corpus, configuration, method, k, repeat, status,
+            output_tok_s`` and ``phase`` when present (only the sweep is drawn).
+        note: a line under the title.
+
+    Each repeat's ratio is a small point (x = K, jittered); the geometric mean over repeats a large one,
+    with its 95% t-interval as a bar when n >= 3, labelled with the ratio, interval or n, and how many
+    repeats favour kpad. A K where either side has no ``ok`` run is marked at the bottom ("no pair").
+    """
+    runs = paired.prepared_runs(runs) if len(runs) else runs
+    sweep = runs[runs["phase"] == "sweep"] if len(runs) else runs
+    pads = sweep[sweep["method"].isin(["kpad", "nopad"])] if len(sweep) else sweep
+    cells = [
+        key
+        for key, g in pads.groupby(["model", "corpus"], sort=True)
+        if set(g["method"]) == {"kpad", "nopad"}
+        and set(g[g["method"] == "kpad"]["k"]) & set(g[g["method"] == "nopad"]["k"])
+    ]
+    if not cells:
+        return _empty("kpad vs nopad: no cell ran both kpad and nopad at one K")
+    fig, axes = _grid(len(cells), 3.8, 3.0)
+    for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
+        g = pads[(pads["model"] == model) & (pads["corpus"] == corpus)]
+        table = paired.repeat_table(g)
+        ks = sorted(set(g[g["method"] == "kpad"]["k"]) & set(g[g["method"] == "nopad"]["k"]))
+        for k in ks:
+            kp, nop = g[(g["method"] == "kpad") & (g["k"] == k)], g[(g["method"] == "nopad") & (g["k"] == k)]
+            ratios = paired.within_repeat_ratios(
+                table, kp["configuration"].iloc[0], nop["configuration"].iloc[0]
+            ).astype(float)
+            colour = palette.k_colour(k)
+            if ratios.empty:
+                ax.plot([k], [1.0], marker="x", color="0.4", linestyle="none")
+                ax.annotate("no pair", (k, 1.0), xytext=(0, -12), textcoords="offset points", ha="center", fontsize=7)
+                continue
+            jitter = np.linspace(-0.25, 0.25, len(ratios)) if len(ratios) > 1 else [0.0]
+            ax.scatter(k + np.asarray(jitter), ratios.values, s=14, color=colour, alpha=0.6, zorder=2)
+            s = paired.summarize(list(ratios.values))
+            if s["ci_low"] is not None and not pd.isna(s["ci_low"]):
+                ax.errorbar(
+                    [k],
+                    [s["ratio"]],
+                    yerr=[[s["ratio"] - s["ci_low"]], [s["ci_high"] - s["ratio"]]],
+                    color=colour,
+                    capsize=4,
+                    zorder=3,
+                )
+            ax.plot([k], [s["ratio"]], marker="D", markersize=7, color=colour, markeredgecolor="black", zorder=4)
+            ax.annotate(
+                _summary_label(s), (k, s["ratio"]), xytext=(6, 0), textcoords="offset points", fontsize=7, va="center"
+            )
+        ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
+        ax.set_yscale("log")
+        _plain_log_axis(ax.yaxis)
+        ax.set_xticks(ks)
+        ax.set_xlim(min(ks) - 1.5, max(ks) + 3.5)
+        ax.set_xlabel("K (draft tokens per step)", fontsize=8)
+        ax.set_ylabel("kpad K / nopad K output tok/s\n(within a repeat)", fontsize=8)
+        ax.set_title(f"{model} / {corpus}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    _suptitle(
+        fig,
+        "Padding at equal K: kpad over nopad, per repeat (dots) and geometric mean (diamond, 95% CI from n >= 3)",
+        note,
+        3.8 * min(3, len(cells)),
+    )
+    fig.tight_layout()
+    return fig
+
+
+def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
+    """Every paired comparison of every cell and phase: ratio (log x axis) with its 95% t-interval.
+
+    Args:
+        table: :func:`kpadstudy.paired.paired_table` rows (``model, corpus, phase, numerator, denominator, n,
+            ratio, ci_low, ci_high, favour``).
+        note: a line under the title.
+
+    One panel per (model, corpus, phase); one row per comparison, its point in the numerator's colour
+    (:mod:`kpadstudy.palette`), the interval as a bar (only with n >= 3), the label giving the ratio,
+    interval or n, and the repeats favouring the numerator. A comparison without a paired repeat says so.
+    """
+    if table is None or table.empty:
+        return _empty("paired comparisons: no cell has two configurations measured in one repeat")
+    groups = list(table.groupby(["model", "corpus", "phase"], sort=True))
+    height = max(2.2, 0.36 * max(len(g) for _, g in groups) + 1.0)
+    fig, axes = _grid(len(groups), 5.2, height, ncol_max=2)
+    for ax, ((model, corpus, phase), g) in zip(axes.flat, groups, strict=False):
+        g = g.reset_index(drop=True)
+        y = np.arange(len(g))[::-1]
+        for yi, (_, r) in zip(y, g.iterrows(), strict=True):
+            st = palette.style(r["numerator"])
+            if r["n"] == 0 or pd.isna(r["ratio"]):
+                ax.annotate("no paired repeat", (1.0, yi), ha="center", va="center", fontsize=7, color="0.4")
+                continue
+            if not pd.isna(r["ci_low"]):
+                ax.plot([r["ci_low"], r["ci_high"]], [yi, yi], color=st["color"], linewidth=2, solid_capstyle="butt")
+            ax.plot(
+                [r["ratio"]],
+                [yi],
+                marker=st["marker"],
+                color=st["color"],
+                markerfacecolor=st["markerfacecolor"],
+                markersize=7,
+                linestyle="none",
+            )
+            s = {k: r[k] for k in ("n", "ratio", "ci_low", "ci_high", "favour")}
+            s["ci_low"] = None if pd.isna(r["ci_low"]) else r["ci_low"]
+            ax.annotate(
+                _summary_label(s),
+                (max(r["ratio"], r["ci_high"] if not pd.isna(r["ci_high"]) else r["ratio"]), yi),
+                xytext=(5, 0),
+                textcoords="offset points",
+                fontsize=7,
+                va="center",
+            )
+        ax.axvline(1.0, color="0.5", linewidth=0.8, linestyle=":")
+        ax.set_xscale("log")
+        _plain_log_axis(ax.xaxis)
+        values = pd.concat([g["ci_low"], g["ci_high"], g["ratio"]]).astype(float).dropna()
+        lo, hi = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
+        ax.set_xlim(min(lo, 1.0) / 1.1, max(hi, 1.0) * 1.6)
+        ax.set_yticks(y)
+        ax.set_yticklabels([f"{a} / {b}" for a, b in zip(g["numerator"], g["denominator"], strict=True)], fontsize=7)
+        ax.set_xlabel("ratio of output tok/s within a repeat (log scale)", fontsize=8)
+        ax.set_title(f"{model} / {corpus} ({phase})", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+    _suptitle(fig, "Paired comparisons: geometric mean over repeats, 95% CI (n >= 3)", note, 5.2 * min(2, len(groups)))
+    fig.tight_layout()
+    return fig
+
+
+def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
+    """Each cell's runs in the order they ran: x = minutes since the cell's first run started, y = output tok/s.
+
+    Args:
+        runs: run records with ``started_at`` (ISO time), ``status``, ``output_tok_s``, ``configuration``,
+            ``method``, ``k``, ``repeat`` and ``phase`` when present.
+        note: a line under the title.
+
+    One line per configuration and phase (its repeats in order); each repeat is a band (shaded every other
+    one, labelled ``r1``, ``confirm r1``, ...); a run that is not ``ok`` is an x at the bottom labelled with
+    its status. Drift shows as every line moving together; a fair comparison is within one band (one
+    repeat), never across the figure.
+    """
+    if runs is None or runs.empty or "started_at" not in runs:
+        return _empty("run timeline: no run records with start times")
+    runs = paired.prepared_runs(runs)
+    runs = runs.assign(_t=pd.to_datetime(runs["started_at"], utc=True, errors="coerce"))
+    cells = sorted({(m, c) for m, c in zip(runs["model"], runs["corpus"], strict=True)})
+    fig, axes = _grid(len(cells), 4.4, 3.0, ncol_max=2)
+    legend: dict[str, object] = {}
+    for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
+        g = runs[(runs["model"] == model) & (runs["corpus"] == corpus)].sort_values("_t")
+        t0 = g["_t"].min()
+        g = g.assign(_m=(g["_t"] - t0).dt.total_seconds() / 60)
+        # one band per repeat (a block of the design): shaded every other one, labelled at the top
+        blocks = g.groupby(["phase", "repeat"], sort=False)["_m"].min().sort_values()
+        edges = list(blocks.values) + [g["_m"].max() + (g["_m"].max() - g["_m"].min()) / max(1, len(g) - 1)]
+        for i, ((phase, repeat), start) in enumerate(blocks.items()):
+            if i % 2 == 0:
+                ax.axvspan(start, edges[i + 1], color="0.92", zorder=0)
+            tag = f"r{int(repeat)}" if phase == "sweep" else f"{phase} r{int(repeat)}"
+            ax.annotate(
+                tag, ((start + edges[i + 1]) / 2, 0.98), xycoords=("data", "axes fraction"), ha="center",
+                va="top", fontsize=6, color="0.3",
+            )  # fmt: skip
+        for conf, c in g.groupby("configuration", sort=True):
+            st = palette.style(conf, c["method"].iloc[0], c["k"].iloc[0])
+            for _phase, p in c.groupby("phase", sort=True):
+                ok = p[(p["status"] == "ok") & (p["output_tok_s"] > 0)]
+                (line,) = ax.plot(
+                    ok["_m"],
+                    ok["output_tok_s"],
+                    marker=st["marker"],
+                    color=st["color"],
+                    markerfacecolor=st["markerfacecolor"],
+                    linestyle=st["linestyle"],
+                    linewidth=1,
+                    markersize=5,
+                    label=conf,
+                )
+                legend.setdefault(conf, line)
+                for _, r in p[~p.index.isin(ok.index)].iterrows():
+                    ax.plot([r["_m"]], [0], marker="x", color=st["color"], linestyle="none")
+                    ax.annotate(
+                        f"{conf} r{int(r['repeat'])}: {r['status']}",
+                        (r["_m"], 0),
+                        xytext=(0, 6),
+                        textcoords="offset points",
+                        fontsize=6,
+                        rotation=90,
+                        ha="center",
+                    )
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("minutes since the cell's first run", fontsize=8)
+        ax.set_ylabel("output tok/s", fontsize=8)
+        n_ok = int(((g["status"] == "ok") & (g["output_tok_s"] > 0)).sum())
+        ax.set_title(f"{model} / {corpus}: {len(g)} runs, {n_ok} ok", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(8, len(legend)), fontsize=7)
+    _suptitle(
+        fig,
+        "Runs in the order they ran, one band per repeat: compare within a band, not across time",
+        note,
+        4.4 * min(2, len(cells)),
+    )
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
