@@ -65,7 +65,7 @@ def test_palette_gives_each_family_and_k_one_fixed_style():
     assert (kp["linestyle"], nop["linestyle"], nop["markerfacecolor"]) == ("-", "--", "white")
     from matplotlib import colormaps
 
-    assert palette.k_colour(4) == colormaps["cividis"](0.15) and palette.k_colour(32) == colormaps["cividis"](0.85)
+    assert palette.k_colour(4) == colormaps["viridis"](0.0) and palette.k_colour(32) == colormaps["viridis"](0.9)
     assert palette.k_colour(64) == palette.k_colour(32) and palette.k_colour(2) == palette.k_colour(4)  # clipped
     assert palette.style("medusa")["color"] == "#999999"  # a family not listed: grey
 

@@ -1,12 +1,12 @@
 """One colour, marker and line style per configuration, the same in every figure.
 
 Families (colour-blind-safe colours of the Okabe-Ito palette, Okabe & Ito 2008, "Color Universal Design"):
-van black down-triangles, suf orange squares, ngram sky-blue triangles, Trident reddish-purple diamonds, kpadauto
-vermillion stars. kpad K and nopad K share K's colour, sampled from matplotlib's ``cividis`` map (made to be
-read with colour-vision deficiencies) at ``(log2(K) - 2) / 3`` over 0.15-0.85, so K 4, 8, 16 (and 6, 12
-between them) keep their colours whatever else a figure shows: kpad filled circles on solid lines, nopad
-open circles on dashed lines (the second cue besides colour). Other K follow the same rule (clipped to
-K 4-32); a family not listed is grey with a plus marker.
+van black down-triangles, suf orange squares, ngram sky-blue triangles, Trident reddish-purple diamonds,
+kpadauto vermillion stars. kpad K and nopad K share K's colour, sampled from matplotlib's ``viridis`` map
+(perceptually uniform, readable with colour-vision deficiencies) at ``(log2(K) - 2) / 3`` over 0.0-0.9, so
+K 4, 8, 16 (and 6, 12 between them) keep their colours whatever else a figure shows: kpad filled circles on
+solid lines, nopad open circles on dashed lines (the second cue besides colour). Other K follow the same
+rule (clipped to K 4-32); a family not listed is grey with a plus marker.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ OTHER = ("#999999", "P")
 
 
 def k_colour(k: float) -> tuple[float, float, float, float]:
-    """The colour of draft length ``k`` (kpad and nopad alike): ``cividis`` at ``(log2 k - 2) / 3`` mapped to
-    0.15-0.85 (K 4 -> 0.15, K 8 -> 0.38, K 16 -> 0.62, K 32 -> 0.85), clipped to that range; RGBA."""
+    """The colour of draft length ``k`` (kpad and nopad alike): ``viridis`` at ``(log2 k - 2) / 3`` mapped to
+    0.0-0.9 (K 4 -> 0.0 purple, K 8 -> 0.3 blue, K 12 -> 0.48 teal, K 16 -> 0.6 green, K 32 -> 0.9 yellow-green),
+    clipped to that range; RGBA."""
     from matplotlib import colormaps
 
     x = min(1.0, max(0.0, (math.log2(max(float(k), 1.0)) - 2.0) / 3.0))
-    return colormaps["cividis"](0.15 + 0.70 * x)
+    return colormaps["viridis"](0.9 * x)
 
 
 def style(configuration: str, method: str | None = None, k: float | None = None) -> dict:

@@ -266,12 +266,14 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         n_ok = int(((g["status"] == "ok") & (g["output_tok_s"] > 0)).sum())
         ax.set_title(f"{model} / {corpus}: {len(g)} runs, {n_ok} ok", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(8, len(legend)), fontsize=7)
+    per_row = max(3, int(4.4 * min(2, len(cells)) / 1.1))  # about 1.1 inch per legend entry
+    rows = -(-len(legend) // per_row)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(per_row, len(legend)), fontsize=7)
     _suptitle(
         fig,
         "Runs in the order they ran, one band per repeat: compare within a band, not across time",
         note,
         4.4 * min(2, len(cells)),
     )
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.05 + 0.05 * rows, 1, 1))
     return fig
