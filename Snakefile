@@ -50,6 +50,18 @@ include: "workflow/rules/advice.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cache.smk"
+
+
+_STARTED = __import__("time").time()
+
+
+onsuccess:
+    # the summary of what this invocation made (a study, or from_cache): printed, not only written
+    for _path in ["results/summary.md", f"{config['cache']['tables']}/summary.md"]:
+        if os.path.exists(_path) and os.path.getmtime(_path) >= _STARTED:
+            print("\n" + open(_path).read() + f"(also in {_path})")
+
+
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/timings.smk"
 

@@ -1,10 +1,12 @@
 rule recommendations:
-    """Per cell the configuration to serve with and its exact server command line and environment."""
+    """Per cell the configuration to serve with and its exact server command line and environment; the study's
+    summary (results/summary.md, printed when the study ends)."""
     input:
         cells=ANALYSIS_CELLS,
         runs=["results/runs.parquet", *(["results/confirm/runs.parquet"] if CONFIRM["enabled"] else [])],
     output:
-        report("results/recommendations.md", category="Tables", caption=caption("recommendations")),
+        md=report("results/recommendations.md", category="Tables", caption=caption("recommendations")),
+        summary="results/summary.md",
     log:
         "results/logs/recommendations.log",
     conda:

@@ -35,6 +35,7 @@ rule tables_from_cache:
         step_cost=f"{CACHE['tables']}/step_cost.parquet",
         step_cost_md=f"{CACHE['tables']}/step_cost.md",
         recommendations=f"{CACHE['tables']}/recommendations.md",
+        summary=f"{CACHE['tables']}/summary.md",
     log:
         "results/logs/tables_from_cache.log",
     conda:

@@ -196,6 +196,7 @@ def get_final_output():
         "results/ours_vs_published.parquet",
         "results/step_cost.parquet",
         "results/recommendations.md",
+        "results/summary.md",
         "results/report/cells.html",
         "results/timings.md",
         *expand("figures/{figure}.{ext}", figure=FIGURES, ext=["png", "svg"]),

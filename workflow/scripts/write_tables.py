@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from _rule import setup_logging
-from kpadstudy import advice, compare, reference, stepcost, tables
+from kpadstudy import advice, compare, reference, stepcost, summary, tables
 
 STEP_COST_HEADER = """# K-bar > R: tokens per request-step against the step-cost ratio
 
@@ -86,6 +86,23 @@ def write_recommendations(
     return recs
 
 
+def write_summary(
+    cells_path: str,
+    within_best: float,
+    runs_path: str | list[str] | None,
+    out_md: str,
+    where: dict[str, str],
+    title: str = "K-pad study: summary",
+) -> str:
+    """The study's summary (:func:`kpadstudy.summary.summary_text`) into ``out_md``; returns the text."""
+    paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
+    run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
+    cells = tables.read_cells(cells_path)
+    text = summary.summary_text(advice.recommend(cells, within_best, run_table), cells, run_table, where, title)
+    Path(out_md).write_text(text)
+    return text
+
+
 def write_report_tables(
     cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str
 ) -> None:
@@ -145,7 +162,19 @@ if "snakemake" in globals():
     elif sm.rule == "step_cost":
         write_step_cost(sm.input.runs, sm.input.cells, sm.output.parquet, sm.output.md)
     elif sm.rule == "recommendations":
-        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output[0], sm.input.runs)
+        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output.md, sm.input.runs)
+        write_summary(
+            sm.input.cells,
+            sm.params.within_best,
+            sm.input.runs,
+            sm.output.summary,
+            {
+                "figures": "figures/",
+                "recommendations (serve commands)": sm.output.md,
+                "tables": "results/ (cells, runs, paired, drift, step_cost, ours_vs_published)",
+                "report": "snakemake --report results/report.html",
+            },
+        )
     elif sm.rule == "tables_from_cache":
         if not reference.is_published(pd.read_parquet(sm.input.cells)):
             write_comparison(sm.input.cells, sm.input.reference, sm.output.comparison, sm.output.comparison_md)
@@ -157,6 +186,19 @@ if "snakemake" in globals():
         write_step_cost(sm.input.get("runs"), sm.input.cells, sm.output.step_cost, sm.output.step_cost_md)
         write_recommendations(
             sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations, sm.input.get("runs")
+        )
+        write_summary(
+            sm.input.cells,
+            sm.params.within_best,
+            sm.input.get("runs"),
+            sm.output.summary,
+            {
+                "figures": sm.config["cache"]["figures"],
+                "recommendations (serve commands)": sm.output.recommendations,
+                "tables": sm.config["cache"]["tables"],
+            },
+            title=f"Summary of {sm.input.cells}"
+            + (f" ({sm.config['cache']['note']})" if sm.config["cache"]["note"] else ""),
         )
     elif sm.rule == "report_tables":
         write_report_tables(

@@ -1,0 +1,54 @@
+"""The study's summary (kpadstudy.summary): per cell the advice, its paired ratios over van and suf with
+interval and n, and its flags, on hand-made runs whose ratios are computed by hand."""
+
+import pandas as pd
+
+from kpadstudy import advice, summary, tables
+
+
+def _runs():
+    rows = []
+    # cell M/c: 3 repeats; kpad8/van 1.2, 1.2, 1.3; kpad8/suf 120/110, 240/220, 130/110; the machine doubles in r2
+    for rep, (v, s, k) in enumerate([(100, 110, 120), (200, 220, 240), (100, 110, 130)], 1):
+        for conf, method, kk, tok in (("van", "van", None, v), ("suf", "suf", 32, s), ("kpad8", "kpad", 8, k)):
+            rows.append(
+                {"model": "M", "corpus": "c", "configuration": conf, "method": method, "k": kk, "pad": method == "kpad",
+                 "repeat": rep, "status": "ok", "output_tok_s": float(tok), "device": "cuda", "phase": "sweep"}
+            )  # fmt: skip
+    # cell M/d: van once, kpad4 lost
+    rows.append(
+        {"model": "M", "corpus": "d", "configuration": "van", "method": "van", "k": None, "pad": False, "repeat": 1,
+         "status": "ok", "output_tok_s": 50.0, "device": "cuda", "phase": "sweep"}
+    )  # fmt: skip
+    rows.append(
+        {"model": "M", "corpus": "d", "configuration": "kpad4", "method": "kpad", "k": 4, "pad": True, "repeat": 1,
+         "status": "lost", "output_tok_s": None, "device": "cuda", "phase": "sweep"}
+    )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_summary_gives_paired_ratios_with_intervals_and_flags():
+    """kpad8/van: geometric mean of 1.2, 1.2, 1.3 = 1.872^(1/3) = 1.232; kpad8/suf: (1.0909^2 x 1.1818)^(1/3)
+    = 1.120. kpad8's repeats 120 / 240 / 130: median 130, MAD 10 = 7.7% > 5%: noisy. The r2 doubling moves
+    every configuration alike and drifts none (last / first: van 1.00, suf 1.00, kpad8 1.08 < 1.10)."""
+    runs = _runs()
+    cells = tables.cells(runs)
+    text = summary.summary_text(advice.recommend(cells, 0.01, runs), cells, runs, {"figures": "figures/"})
+    assert text == (
+        "# K-pad study: summary\n\n"
+        "- M / c (sweep): serve kpad8; 1.23x (1.10-1.38, n = 3) over van; 1.12x (1.00-1.26, n = 3) over suf; "
+        "flags: noisy (kpad8)\n"
+        "- M / d (sweep): serve van; no suf number to compare with; flags: no valid run (kpad4: lost), "
+        "single measurement\n\n"
+        "Files:\n- figures: figures/\n"
+    )
+
+
+def test_summary_of_cells_without_run_records_uses_medians():
+    runs = _runs()
+    cells = tables.cells(runs)
+    text = summary.summary_text(advice.recommend(cells, 0.01, None), cells, None)
+    assert (
+        "- M / c (sweep): serve kpad8; 1.30x (medians, no run records) over van; "
+        "1.18x (medians, no run records) over suf" in text
+    )

@@ -1,0 +1,131 @@
+"""The study's summary, printed at the end of every study and by ``snakemake from_cache``: per cell the advised
+configuration, its ratio over van and over suf (within repeats, with the interval and n of
+:mod:`kpadstudy.paired`; from medians where no run records exist, e.g. the published study), the flags that
+qualify it (drift, graph lost, noisy, single measurement / n = 2), and where the files went.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from . import paired
+
+
+def _ratio_text(ratio: float, lo: Any, hi: Any, n: int, basis: str) -> str:
+    if ratio is None or pd.isna(ratio):
+        return "n/a"
+    if basis == "medians":
+        return f"{ratio:.2f}x (medians, no run records)"
+    if lo is not None and not pd.isna(lo):
+        return f"{ratio:.2f}x ({lo:.2f}-{hi:.2f}, n = {n})"
+    return f"{ratio:.2f}x ({'single measurement' if n == 1 else f'n = {n}'})"
+
+
+def cell_ratio(rec: pd.Series, other: str, pairs: pd.DataFrame | None) -> tuple[float | None, Any, Any, int, str]:
+    """The advised configuration over ``other`` (``van`` or ``suf``) in one cell: ``(ratio, ci_low, ci_high, n,
+    basis)``, ``basis`` "paired" (the :func:`kpadstudy.paired.paired_table` row of the cell's phase, either
+    direction) or "medians" (``rec``'s medians: no paired row). None when either side has no number."""
+    name = rec["recommended"]
+    if pairs is not None and len(pairs):
+        cell = pairs[(pairs["model"] == rec["model"]) & (pairs["corpus"] == rec["corpus"])]
+        cell = cell[cell["phase"] == rec.get("phase", "sweep")] if "phase" in cell else cell
+        for num, den, flip in ((name, other, False), (other, name, True)):
+            row = cell[(cell["numerator"] == num) & (cell["denominator"] == den)]
+            if len(row) and row["n"].iloc[0] > 0:
+                r = row.iloc[0]
+                if flip:
+                    lo = None if r["ci_high"] is None or pd.isna(r["ci_high"]) else 1 / r["ci_high"]
+                    hi = None if r["ci_low"] is None or pd.isna(r["ci_low"]) else 1 / r["ci_low"]
+                    return 1 / r["ratio"], lo, hi, int(r["n"]), "paired"
+                return float(r["ratio"]), r["ci_low"], r["ci_high"], int(r["n"]), "paired"
+    ours = rec.get("candidate_tok_s") if rec.get("candidate") == name else None
+    if ours is None or pd.isna(ours):
+        ours = {"van": rec.get("van_tok_s"), "suf": rec.get("suf_tok_s")}.get(name, rec.get("runner_up_tok_s"))
+    theirs = rec.get(f"{other}_tok_s")
+    if ours is None or theirs is None or pd.isna(ours) or pd.isna(theirs) or not theirs:
+        return None, None, None, 0, "medians"
+    return float(ours) / float(theirs), None, None, 1, "medians"
+
+
+def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int) -> list[str]:
+    """The flags of one cell: ``drift (van 0.77, ...)`` (configurations whose last repeat is more than
+    :data:`kpadstudy.paired.DRIFT_FLAG` off their first), ``graph lost (kpad16)``, ``noisy (van)`` (cells
+    ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``single
+    measurement`` / ``n = 2`` (paired repeats behind the advice)."""
+    out = []
+    key = (cells["model"] == rec["model"]) & (cells["corpus"] == rec["corpus"])
+    if drift is not None and len(drift):
+        d = drift[(drift["model"] == rec["model"]) & (drift["corpus"] == rec["corpus"]) & drift["drifting"]]
+        if len(d):
+            pairs = zip(d["configuration"], d["ratio"], strict=True)
+            out.append("drift (" + ", ".join(f"{c} {r:.2f}" for c, r in pairs) + ")")
+    if "graph_lost" in cells:
+        lost = cells[key & cells["graph_lost"].fillna(False).astype(bool)]
+        if len(lost):
+            out.append("graph lost (" + ", ".join(sorted(lost["configuration"])) + ")")
+    if "noisy" in cells:
+        noisy = cells[key & cells["noisy"].fillna(False).astype(bool)]
+        if len(noisy):
+            out.append("noisy (" + ", ".join(sorted(set(noisy["configuration"]))) + ")")
+    if "n_valid" in cells:
+        from .tables import failure_label
+
+        dead = cells[key & (cells["n_valid"].fillna(0) == 0)]
+        if len(dead):
+            out.append(
+                "no valid run ("
+                + ", ".join(
+                    f"{c}: {failure_label(dead[dead['configuration'] == c])}" for c in sorted(dead["configuration"])
+                )
+                + ")"
+            )
+    if n == 1:
+        out.append("single measurement")
+    elif n == 2:
+        out.append("n = 2")
+    return out
+
+
+def summary_text(
+    recs: pd.DataFrame,
+    cells: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    where: dict[str, str] | None = None,
+    title: str = "K-pad study: summary",
+) -> str:
+    """The summary as plain text (also markdown): one line per cell, then where the files went.
+
+    Args:
+        recs: :func:`kpadstudy.advice.recommend` rows; cells: the cells table the advice read.
+        runs: the run records (sweep and confirmation) for the paired ratios and drift; None = medians.
+        where: label -> path of the outputs (figures, tables, recommendations, report).
+    """
+    pairs = paired.paired_table(runs) if runs is not None and len(runs) else None
+    drift = paired.drift_table(runs) if runs is not None and len(runs) else None
+    lines = [f"# {title}", ""]
+    for _, rec in recs.iterrows():
+        head = f"- {rec['model']} / {rec['corpus']} ({rec.get('phase', 'sweep')})"
+        if not rec["recommended"]:
+            lines.append(f"{head}: nothing to advise ({rec['reason']})")
+            continue
+        parts, ns = [], []
+        for other in ("van", "suf"):
+            if rec["recommended"] == other:
+                continue
+            ratio, lo, hi, n, basis = cell_ratio(rec, other, pairs)
+            if ratio is None:
+                parts.append(f"no {other} number to compare with")
+                continue
+            parts.append(f"{_ratio_text(ratio, lo, hi, n, basis)} over {other}")
+            if basis == "paired":
+                ns.append(n)
+        n_min = min(ns) if ns else 1
+        flag = flags(rec, cells, drift, n_min)
+        lines.append(
+            f"{head}: serve {rec['recommended']}; " + "; ".join(parts) + (f"; flags: {', '.join(flag)}" if flag else "")
+        )
+    if where:
+        lines += ["", "Files:"] + [f"- {k}: {v}" for k, v in where.items()]
+    return "\n".join(lines) + "\n"
