@@ -57,9 +57,11 @@ def texts(fig):
 def test_heatmap_annotates_best_k_and_tok_s_and_marks_failed_cells():
     fig = figures.best_k_heatmap(BEST, note="n")
     assert texts(fig) == sorted(["K4\n900 tok/s", "K8\n1,234 tok/s", "K4\n50.0 tok/s", "no valid run"])
-    cbar_labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
-    assert cbar_labels == ["K4", "K8"]
-    assert fig.axes[0].get_title() == "Best K per cell (kpad, median output tok/s)\nn"
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["K4", "K8"]
+    assert fig.axes[0].get_title() == (
+        "Best K per cell: the kpad K with the highest median output tok/s in the K-sweep\nn"
+    )
     long_note = "word " * 40
     title = figures.best_k_heatmap(BEST, note=long_note).axes[0].get_title()
     assert (
@@ -69,12 +71,46 @@ def test_heatmap_annotates_best_k_and_tok_s_and_marks_failed_cells():
     )
 
 
-def test_bestkpad_over_suf_bars_in_percent():
+def _kpad_cell(model, corpus, k, tok, statuses="ok:3"):
+    return {"model": model, "corpus": corpus, "configuration": f"kpad{k}", "method": "kpad", "k": k, "pad": True,
+            "output_tok_s_median": tok, "statuses": statuses, "n_valid": 0 if pd.isna(tok) else 3}  # fmt: skip
+
+
+def test_heatmap_says_why_a_cell_has_no_best_k_marks_ties_and_keeps_k_colours():
+    """Model A: K4 100 and K8 99.5 tie within 1%; model B: kpad4 did not boot on code and was lost on mix;
+    model C ran on code only (mix not measured). K8's colour is the palette's whatever other Ks are shown."""
+    from matplotlib.colors import same_color
+
+    from kpadstudy import palette, tables
+
+    cells = pd.DataFrame(
+        [
+            _kpad_cell("A", "code", 4, 100.0),
+            _kpad_cell("A", "code", 8, 99.5),
+            _kpad_cell("A", "mix", 8, 50.0),
+            _kpad_cell("B", "code", 4, float("nan"), "boot_failed:3"),
+            _kpad_cell("B", "mix", 4, float("nan"), "lost:3"),
+            _kpad_cell("C", "code", 8, 70.0),
+        ]
+    )
+    fig = figures.best_k_heatmap(tables.best_kpad(cells), cells=cells)
+    assert texts(fig) == sorted(
+        ["K4 = K8 within 1%\n100 tok/s", "K8\n50.0 tok/s", "did not boot", "lost", "K8\n70.0 tok/s", "not measured"]
+    )
+    ax = fig.axes[0]
+    k8 = [p for p in ax.patches if p.get_xy() == (1, 0)][0]  # model A, corpus mix
+    assert same_color(k8.get_facecolor(), palette.k_colour(8))
+
+
+def test_bestkpad_over_suf_bars_are_ratios_from_one_and_losses_are_hatched():
     fig = figures.bestkpad_over_suf(BEST, corpus="mix")
     ax = fig.axes[0]
-    heights = [round(p.get_height(), 3) for p in ax.patches]
-    assert heights == [round((1234.5 / 1100 - 1) * 100, 3), 0.0]
-    assert texts(fig) == sorted([f"{(1234.5 / 1100 - 1) * 100:+.1f}% (K8)", "no valid run"])
+    (bar,) = ax.patches  # model B has no valid kpad run: no bar
+    assert (round(bar.get_y(), 6), round(bar.get_height(), 6)) == (1.0, round(1234.5 / 1100 - 1, 6))
+    assert bar.get_hatch() in (None, "")
+    assert texts(fig) == sorted([f"{1234.5 / 1100:.2f}x (K8)", "no valid run"])
+    (loss,) = figures.bestkpad_over_suf(BEST, corpus="code").axes[0].patches[:1]  # model A on code: 0.9x
+    assert loss.get_hatch() == "//" and round(loss.get_height(), 6) == -0.1
 
 
 def test_bestkpad_over_suf_for_a_corpus_not_in_the_data_says_so():

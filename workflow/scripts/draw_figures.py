@@ -59,7 +59,7 @@ def draw(
             f"{cells_path} has no corpus {mix!r} (it has {sorted(set(cells['corpus']))}); pass --mix with one of them"
         )
     figs = {
-        "best_k_heatmap": figures.best_k_heatmap(best, note=note),
+        "best_k_heatmap": figures.best_k_heatmap(best, note=note, cells=cells),
         "bestkpad_over_suf": figures.bestkpad_over_suf(best, corpus=mix, note=note),
         "k_sweep": figures.k_sweep(cells, note=note),
         "van_suf_bestkpad": figures.van_suf_bestkpad(cells, corpus=mix, note=note),

@@ -19,65 +19,100 @@ def _title(ax: plt.Axes, title: str, note: str, width_in: float) -> None:
     ax.set_title(title + (f"\n{wrapped}" if wrapped else ""), fontsize=9)
 
 
-def best_k_heatmap(best: pd.DataFrame, note: str = "") -> plt.Figure:
-    """Best-K heatmap: rows = model, columns = corpus, colour = best K, annotation = K and its output tok/s.
+def best_k_heatmap(
+    best: pd.DataFrame, note: str = "", cells: pd.DataFrame | None = None, tie: float = 0.01
+) -> plt.Figure:
+    """Best-K heatmap: rows = model, columns = corpus, colour = the sweep's best K, annotation = K and its median.
 
     Args:
-        best: the table of :func:`kpadstudy.tables.best_kpad`.
+        best: the table of :func:`kpadstudy.tables.best_kpad`; the colour and the number are the sweep's best K
+            and its median (``sweep_best_k``, ``sweep_best_tok_s``), as the title says; where the cell's number
+            comes from a separate measurement (the published mix table) or a confirmation, that number is a
+            third line ("confirmed ..." / "separate ..."; a separate number within 0.1% of the sweep's is not
+            repeated).
         note: a line under the title (e.g. the hardware, or why CPU numbers look the way they do).
+        cells: the cells table behind ``best``: with it, a cell without a valid kpad run says why
+            (:func:`kpadstudy.tables.failure_label`: "did not boot", "lost", "failed", "not measured") and a K
+            whose median is within ``tie`` of the best is named beside it ("= K6 within 1%").
+        tie: the relative difference below which two Ks tie (0.01 = 1%, config ``advice.within_best``).
 
-    A cell without any valid kpad run is left blank and annotated "no valid run".
+    Colours are fixed per K (:func:`kpadstudy.palette.k_colour`), the same in every figure; the legend lists
+    the Ks shown. A (model, corpus) absent from ``best`` is "not measured".
     """
-    k_table = best.pivot(index="model", columns="corpus", values="best_k").astype("float")
-    tok = best.pivot(index="model", columns="corpus", values="best_kpad_tok_s")
-    ks = sorted(int(k) for k in np.unique(k_table.values[~np.isnan(k_table.values)]))
-    annot = k_table.copy().astype(object)
-    for m in k_table.index:
-        for c in k_table.columns:
-            k = k_table.loc[m, c]
-            annot.loc[m, c] = "no valid run" if np.isnan(k) else f"K{int(k)}\n{_tok_s(tok.loc[m, c])} tok/s"
-    # one colour per K actually present; index of K in `ks` is what is drawn
-    idx = k_table.apply(lambda col: col.map(lambda k: ks.index(int(k)) if not np.isnan(k) else np.nan))
-    width = max(6.0, 3.0 + 1.9 * len(k_table.columns))
-    fig, ax = plt.subplots(figsize=(width, 2.2 + 0.7 * len(k_table.index)))
-    cmap = sns.color_palette("viridis", max(len(ks), 1))
-    sns.heatmap(
-        idx.astype(float),
-        annot=annot.values,
-        fmt="",
-        cmap=cmap,
-        cbar=bool(ks),
-        vmin=-0.5,
-        vmax=len(ks) - 0.5,
-        linewidths=0.5,
-        linecolor="white",
-        ax=ax,
-        annot_kws={"fontsize": 8},
-    )
-    # seaborn masks NaN cells and skips their annotation: mark them ourselves
-    for i, m in enumerate(k_table.index):
-        for j, c in enumerate(k_table.columns):
-            if np.isnan(k_table.loc[m, c]):
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="//", edgecolor="0.6", linewidth=0))
-                ax.text(j + 0.5, i + 0.5, "no valid run", ha="center", va="center", fontsize=8, color="0.2")
-    if ks:
-        cbar = ax.collections[0].colorbar
-        cbar.set_ticks(range(len(ks)))
-        cbar.set_ticklabels([f"K{k}" for k in ks])
-        cbar.set_label("best K (kpad)")
+    from . import palette
+    from .tables import failure_label, sweep_rows
+
+    key_k = "sweep_best_k" if "sweep_best_k" in best else "best_k"
+    key_tok = "sweep_best_tok_s" if "sweep_best_tok_s" in best else "best_kpad_tok_s"
+    models = sorted(best["model"].unique())
+    corpora = sorted(best["corpus"].unique())
+    rows = {(r["model"], r["corpus"]): r for _, r in best.iterrows()}
+    sweep = sweep_rows(cells) if cells is not None else None
+    width = max(6.0, 3.0 + 1.9 * len(corpora))
+    fig, ax = plt.subplots(figsize=(width, 2.4 + 0.75 * len(models)))
+    shown: set[int] = set()
+    for i, model in enumerate(models):
+        for j, corpus in enumerate(corpora):
+            r = rows.get((model, corpus))
+            k = None if r is None or pd.isna(r[key_k]) else int(r[key_k])
+            if k is None:
+                if r is None:
+                    label = "not measured"
+                elif sweep is not None:
+                    kp = sweep[(sweep["model"] == model) & (sweep["corpus"] == corpus) & (sweep["method"] == "kpad")]
+                    label = failure_label(kp)
+                else:
+                    label = "no valid run"
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="white", hatch="//", edgecolor="0.7", linewidth=0))
+                ax.text(j + 0.5, i + 0.5, label, ha="center", va="center", fontsize=8, color="0.2")
+                continue
+            shown.add(k)
+            colour = palette.k_colour(k)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white", linewidth=1))
+            lines = [f"K{k}", f"{_tok_s(r[key_tok])} tok/s"]
+            if sweep is not None:
+                kp = sweep[(sweep["model"] == model) & (sweep["corpus"] == corpus) & (sweep["method"] == "kpad")]
+                kp = kp[kp["output_tok_s_median"].notna()]
+                near = sorted(
+                    int(x)
+                    for x, t in zip(kp["k"], kp["output_tok_s_median"], strict=True)
+                    if int(x) != k and t >= (1 - tie) * float(r[key_tok])
+                )
+                if near:
+                    lines[0] += " = " + ", ".join(f"K{x}" for x in near) + f" within {tie:.0%}"
+            differs = not pd.isna(r.get("best_kpad_tok_s")) and abs(r["best_kpad_tok_s"] / r[key_tok] - 1) > 0.001
+            if r.get("best_from") == "separate measurement" and differs:
+                lines.append(f"separate: K{int(r['best_k'])} {_tok_s(r['best_kpad_tok_s'])}")
+            elif str(r.get("phase")) == "confirm" and not pd.isna(r.get("best_kpad_tok_s")):
+                lines.append(f"confirmed: {_tok_s(r['best_kpad_tok_s'])}")
+            dark = sum(colour[:3]) / 3 < 0.45
+            ax.text(j + 0.5, i + 0.5, "\n".join(lines), ha="center", va="center", fontsize=7.5,
+                    color="white" if dark else "black")  # fmt: skip
+    ax.set_xlim(0, len(corpora))
+    ax.set_ylim(len(models), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(corpora))])
+    ax.set_xticklabels(corpora)
+    ax.set_yticks([i + 0.5 for i in range(len(models))])
+    ax.set_yticklabels(models)
+    ax.tick_params(length=0, labelsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
     ax.set_xlabel("corpus")
-    ax.set_ylabel("")
-    plt.setp(ax.get_yticklabels(), rotation=0)
-    _title(ax, "Best K per cell (kpad, median output tok/s)", note, width)
+    if shown:
+        handles = [plt.Rectangle((0, 0), 1, 1, facecolor=palette.k_colour(k)) for k in sorted(shown)]
+        ax.legend(handles, [f"K{k}" for k in sorted(shown)], title="best K (kpad)", fontsize=7, title_fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # fmt: skip
+    _title(ax, "Best K per cell: the kpad K with the highest median output tok/s in the K-sweep", note, width)
     fig.tight_layout()
     return fig
 
 
 def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -> plt.Figure:
-    """Bar per model: bestKpad median output tok/s over suf's, in percent, on ``corpus``.
+    """Bar per model: bestKpad median output tok/s over suf's, as a ratio on a log axis, on ``corpus``.
 
-    Models where either side has no valid run get no bar and a "no valid run" label; a corpus absent
-    from ``best`` gives a figure that says so.
+    Gains are blue bars, losses vermillion and hatched (colour-blind-safe, with a second cue), each labelled
+    "1.12x (K8)". Models where either side has no valid run get no bar and a "no valid run" label; a
+    corpus absent from ``best`` gives a figure that says so.
     """
     d = best[best["corpus"] == corpus].sort_values("model")
     if d.empty:
@@ -91,25 +126,32 @@ def bestkpad_over_suf(best: pd.DataFrame, corpus: str = "mix", note: str = "") -
             va="center",
         )
         return fig
-    gain = (d["bestkpad_over_suf"] - 1.0) * 100.0
+    ratio = d["bestkpad_over_suf"].astype(float)
     width = max(6.0, 1.1 * len(d) + 2)
     fig, ax = plt.subplots(figsize=(width, 4.2))
-    colors = ["tab:green" if g >= 0 else "tab:red" for g in gain.fillna(0)]
-    ax.bar(d["model"], gain.fillna(0), color=colors)
-    for i, (g, k) in enumerate(zip(gain, d["best_k"], strict=True)):
-        label = "no valid run" if pd.isna(g) else f"{g:+.1f}% (K{k})"
-        ax.annotate(
-            label,
-            (i, 0 if pd.isna(g) else g),
-            ha="center",
-            va="bottom" if (pd.isna(g) or g >= 0) else "top",
-            fontsize=8,
-        )
-    ax.axhline(0, color="black", linewidth=0.8)
-    ax.margins(y=0.15)
-    ax.set_ylabel("bestKpad over suf (%)")
+    # colour-blind-safe (Okabe-Ito blue / vermillion) with hatching as the second cue for a loss; bars grow
+    # from 1 on a log axis, so a 2.85x bar does not flatten the 1.05x ones
+    for i, (r, k) in enumerate(zip(ratio, d["best_k"], strict=True)):
+        if pd.isna(r):
+            ax.annotate("no valid run", (i, 1.0), ha="center", va="bottom", fontsize=8, color="0.3")
+            continue
+        gain = r >= 1
+        ax.bar(i, r - 1, bottom=1, color="#0072B2" if gain else "#D55E00", hatch="" if gain else "//",
+               edgecolor="white", width=0.7)  # fmt: skip
+        ax.annotate(f"{r:.2f}x (K{k})", (i, r), ha="center", va="bottom" if gain else "top", fontsize=8)
+    ax.set_yscale("log")
+    from .repeat_figures import plain_log_axis
+
+    plain_log_axis(ax.yaxis)
+    finite = ratio.dropna()
+    lo, hi = (min(finite.min(), 1.0), max(finite.max(), 1.0)) if len(finite) else (1.0, 1.0)
+    ax.set_ylim(lo / 1.15, hi * 1.15)
+    ax.axhline(1, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(d)))
+    ax.set_xticklabels(d["model"])
+    ax.set_ylabel("bestKpad / suf output tok/s (log scale)")
     ax.set_xlabel("model")
-    _title(ax, f"bestKpad vs suf on {corpus} (median output tok/s)", note, width)
+    _title(ax, f"bestKpad over suf on {corpus}: ratio of median output tok/s", note, width)
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     fig.tight_layout()
     return fig

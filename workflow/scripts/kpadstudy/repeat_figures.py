@@ -43,7 +43,7 @@ def _suptitle(fig: plt.Figure, title: str, note: str, width_in: float) -> None:
     fig.suptitle(text, fontsize=9)
 
 
-def _plain_log_axis(axis) -> None:
+def plain_log_axis(axis) -> None:
     """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten."""
     from matplotlib.ticker import FormatStrFormatter, LogLocator
 
@@ -119,7 +119,7 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
             )
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_yscale("log")
-        _plain_log_axis(ax.yaxis)
+        plain_log_axis(ax.yaxis)
         ax.set_xticks(ks)
         ax.set_xlim(min(ks) - 1.5, max(ks) + 3.5)
         ax.set_xlabel("K (draft tokens per step)", fontsize=8)
@@ -184,7 +184,7 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
             )
         ax.axvline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_xscale("log")
-        _plain_log_axis(ax.xaxis)
+        plain_log_axis(ax.xaxis)
         values = pd.concat([g["ci_low"], g["ci_high"], g["ratio"]]).astype(float).dropna()
         lo, hi = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
         ax.set_xlim(min(lo, 1.0) / 1.1, max(hi, 1.0) * 1.6)
