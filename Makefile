@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test
+.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test results-env from-cache
 
 install: $(STAMP)
 
@@ -91,3 +91,23 @@ MIX ?= mix
 NOTE ?=
 figures:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)"
+
+# Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
+# in .venv-results, then the figures, tables and summary of a shipped data set, from its cached Parquet:
+#   make from-cache DATA=published | cpu | gpu | gpu-paired
+RESULTS_VENV ?= .venv-results
+RESULTS_PY := $(RESULTS_VENV)/bin/python
+DATA ?= published
+results-env: $(RESULTS_VENV)/.installed
+$(RESULTS_VENV)/.installed: requirements/analysis.txt
+	test -x $(RESULTS_PY) || $(PYTHON) -m venv $(RESULTS_VENV)
+	$(RESULTS_PY) -m pip install -q -U pip
+	$(RESULTS_PY) -m pip install -q -r requirements/analysis.txt
+	touch $@
+FROM_CACHE_published := --config 'cache={cells: results/reference/kpad_published.parquet, figures: figures/reference, tables: results/reference, mix: mix}'
+FROM_CACHE_cpu := --configfile config/embedded.yaml --config 'cache={cells: results/cpu/embedded-cells.parquet, runs: results/cpu/embedded-runs.parquet, figures: figures/cpu, tables: results/cpu, mix: mix}'
+FROM_CACHE_gpu := --configfile config/gpu-embedded.yaml --config "cache={cells: results/gpu/h200-embedded-cells.parquet, runs: results/gpu/h200-embedded.parquet, figures: figures/gpu, tables: results/gpu, note: 'H200, vLLM 0.26.0, SmolLM2-135M-Instruct, mix (448 ShareGPT + 64 HumanEval prompts), concurrency 32', mix: mix}"
+FROM_CACHE_gpu-paired := --configfile config/gpu-paired.yaml --config "cache={cells: results/gpu/h200-paired-sweep-cells.parquet, runs: results/gpu/h200-paired-sweep-runs.parquet, figures: figures/gpu/paired-sweep, tables: results/gpu/paired-sweep, note: 'H200, vLLM 0.26.0, SmolLM2-135M-Instruct, sharegpt (256 prompts), concurrency 32, 3 repeats', mix: sharegpt}"
+from-cache: $(RESULTS_VENV)/.installed
+	$(if $(FROM_CACHE_$(DATA)),,$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu or gpu-paired))
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 $(FROM_CACHE_$(DATA))
