@@ -37,6 +37,14 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
     lines = [STEP_COST_HEADER]
     if (t.get("device", pd.Series(dtype=str)) == "cpu").any():
         lines.append(f"**{compare.CPU_NOTE}.**\n")
+    if t.empty or t["tokens_per_request_step"].isna().all():
+        lines.append(
+            "These data have no run records with step counts (the published study, for one: one number per "
+            "configuration, no counters), so K-bar and R cannot be computed for any of their "
+            f"{len(t)} configurations.\n"
+        )
+        Path(out_md).write_text("\n".join(lines))
+        return t
     lines += [
         "| model | corpus | configuration | device | K-bar | R | R from | predicted K-bar/R | measured | K-bar > R |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -274,12 +274,19 @@ def to_markdown(
         "its sweep.",
         "",
     ]
-    if (recs["basis"] == "K-sweep").any():
+    unconfirmed = int((recs.get("phase", pd.Series("sweep", index=recs.index)) != "confirm").sum())
+    if unconfirmed:
+        separate = int((recs["basis"] == "separate measurement").sum())
         lines += [
-            "**These rest on the K-sweep medians, not on a confirmation rerun** "
-            "(no confirmation rows in the cells table for "
-            f"{int((recs['basis'] == 'K-sweep').sum())} of {len(recs)} cells). "
-            "Rerun the chosen configuration against van before relying on it.",
+            "**These rest on sweep medians, not on a confirmation rerun** (no confirmation phase for "
+            f"{unconfirmed} of {len(recs)} cells"
+            + (
+                f"; in {separate} of them the best K's number is a separate single measurement, the published "
+                "mix table's"
+                if separate
+                else ""
+            )
+            + "). Rerun the chosen configuration against van before relying on it.",
             "",
         ]
     if (recs["device"] == "cpu").any():
