@@ -59,7 +59,8 @@ onsuccess:
     # the summary of what this invocation made (a study, or from_cache): printed, not only written
     for _path in ["results/summary.md", f"{config['cache']['tables']}/summary.md"]:
         if os.path.exists(_path) and os.path.getmtime(_path) >= _STARTED:
-            print("\n" + open(_path).read() + f"(also in {_path})")
+            with open(_path) as _summary:
+                print(f"\n{_summary.read()}(also in {_path})")
 
 
 include: "workflow/rules/plan.smk"
