@@ -249,3 +249,38 @@ def test_auto_cpu_sets_two_runs_on_fake_gpus_at_once_never_share_a_cpu(tmp_path,
     lo, hi = sorted(allowed)
     got = sorted((r["server_cpus_allowed"], r["client_cpus_allowed"], r["cpus_shared"]) for r in (a, b))
     assert got == [(str(lo), str(lo), True), (str(hi), str(hi), True)]
+
+
+def test_the_attempt_after_the_last_records_lost_with_the_journal_it_finds(tmp_path, smol_model):
+    """No server starts: the attempt after node.run_attempts writes the lost record. A journal line cut off by
+    the kill is skipped; an earlier attempt's own error is named in the reason; a last attempt that ended in
+    an error of its own fails the job instead, quoting it."""
+    cfg = make_config(tmp_path, smol_model)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "attempts.jsonl").write_text(
+        '{"attempt": 1, "event": "start", "at": "T1", "host": "h"}\n'
+        '{"attempt": 1, "event": "error", "error": "ValueError: bad"}\n'
+        '{"attempt": 2, "event": "start", "at": "T2", "host": "h"}\n'
+        '{"attempt": 2, "ev'
+    )
+    kwargs = dict(
+        config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
+        configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
+        plugin_path=str(ROOT / "workflow" / "scripts"),
+    )  # fmt: skip
+    r = execute.run_job(attempt=3, run_attempts=2, **kwargs)
+    assert (r["status"], r["attempts"], r["configuration"], r["repeat"]) == ("lost", 2, "van", 1)
+    assert r["reason"] == (
+        "lost: the job was killed without writing its record on 1 of 2 attempts (started T2 on h): SIGKILL, a "
+        f"time or memory limit or a lost node; attempt 1 failed with ValueError: bad; logs in {logs}"
+    )
+    assert json.loads((tmp_path / "record.json").read_text())["status"] == "lost"
+    (logs / "attempts.jsonl").write_text(
+        '{"attempt": 2, "event": "start", "at": "T2", "host": "h"}\n'
+        '{"attempt": 2, "event": "error", "error": "ValueError: taskset.server names CPUs 9"}\n'
+    )
+    with pytest.raises(
+        RuntimeError, match=r"^attempt 2 of this run failed with ValueError: taskset.server names CPUs 9"
+    ):
+        execute.run_job(attempt=3, run_attempts=2, **kwargs)

@@ -329,9 +329,16 @@ def test_auto_gpu_cpu_sets_follow_numa_else_split_evenly():
     assert [cpus.format_cpu_set(sets[g]) for g in "012"] == ["0-1", "2-3", "4-5"]
     sets, _ = cpus.gpu_cpu_sets(set(range(4)), ["0", "1"], {"0": {0, 1, 2}, "1": {2, 3}})
     assert [cpus.format_cpu_set(sets[g]) for g in "01"] == ["0-1", "2-3"]
-    # fewer CPUs than GPUs: said, not hidden
+    # fewer CPUs than GPUs: said, not hidden, and spread evenly
     sets, shared = cpus.gpu_cpu_sets({0}, ["0", "1"])
     assert (sets, shared) == ({"0": {0}, "1": {0}}, True)
+    sets, shared = cpus.gpu_cpu_sets({0, 1}, ["0", "1", "2", "3"])
+    assert (sets, shared) == ({"0": {0}, "1": {0}, "2": {1}, "3": {1}}, True)
+    # a NUMA node with fewer CPUs than its GPUs, while the job has enough: the even split, nothing shared
+    sets, shared = cpus.gpu_cpu_sets({0, 1, 2, 3}, ["0", "1", "2"], {"0": {0}, "1": {0}, "2": {1, 2, 3}})
+    assert (sets, shared) == ({"0": {0}, "1": {1}, "2": {2, 3}}, False)
+    with pytest.raises(ValueError, match=r"taskset.client_cpus must be a whole number >= 1, got 0"):
+        cpus.split_roles({0, 1}, client_cpus=0)
 
 
 def test_auto_runs_on_fake_gpus_take_their_gpus_cpus_and_a_cell_keeps_its_gpu(tmp_path):

@@ -31,8 +31,10 @@ rule tables_from_cache:
         reference=REFERENCE_PARQUET,
     output:
         comparison=f"{CACHE['tables']}/ours_vs_published.parquet",
+        comparison_csv=f"{CACHE['tables']}/ours_vs_published.csv",
         comparison_md=f"{CACHE['tables']}/ours_vs_published.md",
         step_cost=f"{CACHE['tables']}/step_cost.parquet",
+        step_cost_csv=f"{CACHE['tables']}/step_cost.csv",
         step_cost_md=f"{CACHE['tables']}/step_cost.md",
         recommendations=f"{CACHE['tables']}/recommendations.md",
         summary=f"{CACHE['tables']}/summary.md",

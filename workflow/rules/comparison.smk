@@ -5,6 +5,7 @@ rule comparison:
         reference=REFERENCE_PARQUET,
     output:
         parquet="results/ours_vs_published.parquet",
+        csv="results/ours_vs_published.csv",
         md=report("results/ours_vs_published.md", category="Tables", caption=caption("ours_vs_published_table")),
     log:
         "results/logs/comparison.log",

@@ -61,6 +61,7 @@ rule confirmed_table:
         paired="results/confirm/paired.parquet",
         paired_md="results/confirm/paired.md",
         drift="results/confirm/drift.parquet",
+        csv=["results/confirmed.csv", *expand("results/confirm/{table}.csv", table=["runs", "paired", "drift"])],
     log:
         "results/logs/confirmed_table.log",
     conda:
@@ -76,6 +77,7 @@ rule analysis_cells:
         confirmed="results/confirmed.parquet",
     output:
         "results/cells_final.parquet",
+        "results/cells_final.csv",
     log:
         "results/logs/analysis_cells.log",
     conda:

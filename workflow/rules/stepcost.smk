@@ -5,6 +5,7 @@ rule step_cost:
         cells="results/cells.parquet",
     output:
         parquet="results/step_cost.parquet",
+        csv="results/step_cost.csv",
         md=report("results/step_cost.md", category="Tables", caption=caption("step_cost")),
     log:
         "results/logs/step_cost.log",

@@ -9,6 +9,7 @@ rule tables:
         paired="results/paired.parquet",
         paired_md="results/paired.md",
         drift="results/drift.parquet",
+        csv=expand("results/{table}.csv", table=["runs", "cells", "paired", "drift"]),
     log:
         "results/logs/tables.log",
     conda:
@@ -23,6 +24,7 @@ rule equivalence_table:
         all_equivalence_checks(),
     output:
         "results/equivalence.parquet",
+        "results/equivalence.csv",
     log:
         "results/logs/equivalence_table.log",
     conda:

@@ -13,13 +13,13 @@ setup_logging(sm.log[0])
 log = logging.getLogger(sm.rule)
 if sm.rule == "tables":
     runs = tables.read_runs(sm.input)
-    runs.to_parquet(sm.output.runs, index=False)
+    tables.write_table(runs, sm.output.runs)
     cells = tables.cells(runs)
-    cells.to_parquet(sm.output.cells, index=False)
+    tables.write_table(cells, sm.output.cells)
     log.info("%d runs (%s) -> %d cell configurations", len(runs), runs["status"].value_counts().to_dict(), len(cells))
     pairs, drift = paired.paired_table(runs), paired.drift_table(runs)
-    pairs.to_parquet(sm.output.paired, index=False)
-    drift.to_parquet(sm.output.drift, index=False)
+    tables.write_table(pairs, sm.output.paired)
+    tables.write_table(drift, sm.output.drift)
     with open(sm.output.paired_md, "w") as f:
         f.write(paired.to_markdown(pairs, drift))
     log.info("%d paired comparisons", len(pairs))
@@ -30,20 +30,20 @@ elif sm.rule == "confirmed_table":
         with open(path) as f:
             best_k["cells"] += json.load(f)["cells"]
     out = confirm.confirmed_cells(runs, best_k) if len(runs) else pd.DataFrame()
-    out.to_parquet(sm.output.cells, index=False)
-    runs.to_parquet(sm.output.runs, index=False)
+    tables.write_table(out, sm.output.cells)
+    tables.write_table(runs, sm.output.runs)
     pairs = paired.paired_table(runs)
-    pairs.to_parquet(sm.output.paired, index=False)
+    tables.write_table(pairs, sm.output.paired)
     both = pd.concat([pd.read_parquet(sm.input.sweep), runs], ignore_index=True)
     drift = paired.drift_table(both)
     drift = drift[drift["what"].str.contains("confirm")] if len(drift) else drift
-    drift.to_parquet(sm.output.drift, index=False)
+    tables.write_table(drift, sm.output.drift)
     with open(sm.output.paired_md, "w") as f:
         f.write(paired.to_markdown(pairs, drift))
     log.info("%d confirmation runs -> %d rows, %d paired comparisons", len(runs), len(out), len(pairs))
 elif sm.rule == "analysis_cells":
     out = confirm.prefer_confirmed(pd.read_parquet(sm.input.cells), pd.read_parquet(sm.input.confirmed))
-    out.to_parquet(sm.output[0], index=False)
+    tables.write_table(out, sm.output[0])
     log.info("%d rows, %d from the confirmation", len(out), int((out["phase"] == "confirm").sum()))
 else:
     raise ValueError(f"aggregate.py does not serve rule {sm.rule}")

@@ -8,7 +8,7 @@ from kpadstudy import tables
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
 df = tables.read_records(sm.input, required={"model", "corpus", "k", "identical_requests", "requests"})
-df.to_parquet(sm.output[0], index=False)
+tables.write_table(df, sm.output[0])
 logging.getLogger("equivalence").info(
     "%d checks; identical requests %s",
     len(df),

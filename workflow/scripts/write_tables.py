@@ -23,7 +23,7 @@ def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out
     t = compare.compare(
         tables.best_kpad_with_device(tables.read_cells(cells_path)), tables.best_kpad(tables.read_cells(reference_path))
     )
-    t.to_parquet(out_parquet, index=False)
+    tables.write_table(t, out_parquet)
     Path(out_md).write_text(compare.to_markdown(t))
     return t
 
@@ -33,7 +33,7 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
     cells = tables.read_cells(cells_path)
     runs = pd.read_parquet(runs_path) if runs_path else pd.DataFrame()
     t = stepcost.step_cost(runs, cells)
-    t.to_parquet(out_parquet, index=False)
+    tables.write_table(t, out_parquet)
     lines = [STEP_COST_HEADER]
     if (t.get("device", pd.Series(dtype=str)) == "cpu").any():
         lines.append(f"**{compare.CPU_NOTE}.**\n")
@@ -190,7 +190,7 @@ if "snakemake" in globals():
             Path(sm.output.comparison_md).write_text(
                 "# Ours vs published\n\nThese cells are the published study itself: nothing to compare.\n"
             )
-            pd.DataFrame().to_parquet(sm.output.comparison)
+            tables.write_table(pd.DataFrame(), sm.output.comparison)
         write_step_cost(sm.input.get("runs"), sm.input.cells, sm.output.step_cost, sm.output.step_cost_md)
         write_recommendations(
             sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations, sm.input.get("runs")

@@ -110,6 +110,8 @@ def split_roles(cpus: set[int] | list[int], client_cpus: int | None = None) -> d
     ordered = core_order(cpus)
     if not ordered:
         raise ValueError("no CPUs to split between server and client")
+    if client_cpus is not None and (not isinstance(client_cpus, int) or client_cpus < 1):
+        raise ValueError(f"taskset.client_cpus must be a whole number >= 1, got {client_cpus!r}")
     if len(ordered) == 1:
         one = format_cpu_set(set(ordered))
         return {"server": one, "client": one, "shared": True}
@@ -181,16 +183,26 @@ def gpu_cpu_sets(
         sets = list(by_node)
         if all(not (a & b) for i, a in enumerate(sets) for b in sets[:i]):
             groups = [(members, core_order(node)) for node, members in by_node.items()]
-    if not groups:
-        groups = [(list(gpu_ids), core_order(allowed))]
+    for attempt in ("numa", "even"):
+        if attempt == "even" or not groups:
+            groups = [(list(gpu_ids), core_order(allowed))]
+        out, shared = _split(groups)
+        if not shared or len(allowed) < len(gpu_ids):  # an even split cannot do better with fewer CPUs
+            return out, shared
+    return out, shared
+
+
+def _split(groups: list[tuple[list[str], list[int]]]) -> tuple[dict[str, set[int]], bool]:
+    """Contiguous blocks of each group's CPUs, one per GPU of the group; ``shared`` when a group has fewer CPUs
+    than GPUs (then a GPU gets one CPU another GPU has)."""
     out: dict[str, set[int]] = {}
     shared = False
     for members, cpus in groups:
         n, g = len(cpus), len(members)
         for i, gpu in enumerate(members):
             block = cpus[i * n // g : (i + 1) * n // g]
-            if not block:
-                block, shared = [cpus[i % n]], True
+            if not block:  # fewer CPUs than GPUs: spread the GPUs evenly over the CPUs there are
+                block, shared = [cpus[i * n // g]], True
             out[gpu] = set(block)
     return out, shared
 
@@ -220,7 +232,8 @@ def allocated(
     union of their CPU sets (:func:`gpu_cpu_sets`; the slot index is the first GPU's place among the
     visible ones), split by :func:`split_roles`; on a CPU run (``n_gpus`` 0) every allowed CPU, held
     through the CPU locks so CPU runs never overlap. The slot dict has ``server``, ``client`` and
-    ``shared`` (server and client on the same CPUs).
+    ``shared`` (server and client on the same CPUs, or - fewer CPUs than GPUs - the run's CPUs also belong
+    to another GPU's runs).
 
     Args:
         node: config ``node`` (``lock_dir``, ``gpus``, ``cpu_wait_s``, ``gpu_wait_s``).
@@ -250,9 +263,12 @@ def allocated(
             yield 0, roles, []
         return
     with gpu_locks.allocated_gpus(n_gpus, order, node.get("lock_dir"), gpu_wait) as gpu_ids:
-        per_gpu, _ = gpu_cpu_sets(allowed, visible, gpu_numa_cpus(visible) if numa is None else numa)
+        per_gpu, shared = gpu_cpu_sets(allowed, visible, gpu_numa_cpus(visible) if numa is None else numa)
         mine = set().union(*(per_gpu[g] for g in gpu_ids))
-        yield visible.index(gpu_ids[0]), split_roles(mine, client_cpus), gpu_ids
+        roles = split_roles(mine, client_cpus)
+        others = set().union(*(c for g, c in per_gpu.items() if g not in gpu_ids))
+        # fewer CPUs than GPUs: the run's CPUs are another GPU's too, and the record says so
+        yield visible.index(gpu_ids[0]), {**roles, "shared": roles["shared"] or bool(shared and mine & others)}, gpu_ids
 
 
 def auto_threads(n_gpus_per_run: int, n_visible: int, allowed: set[int] | None = None) -> int:

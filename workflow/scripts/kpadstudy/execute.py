@@ -287,11 +287,27 @@ def note_attempt(log_dir: Path, attempt: int, event: str, **fields: Any) -> None
 
 
 def read_attempts(log_dir: Path) -> list[dict[str, Any]]:
-    """The run's attempt journal (:func:`note_attempt`); [] when there is none."""
+    """The run's attempt journal (:func:`note_attempt`); [] when there is none. A line that is not a JSON
+    object with ``attempt`` and ``event`` (a job killed while writing it) is skipped and logged."""
+    import logging
+
     path = Path(log_dir) / ATTEMPTS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out, bad = [], 0
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict) or not {"attempt", "event"} <= set(entry):
+                raise ValueError(line)
+            out.append(entry)
+        except ValueError:
+            bad += 1
+    if bad:
+        logging.getLogger("run").warning("%s: skipped %d unreadable line(s)", path, bad)
+    return out
 
 
 def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]:
@@ -328,7 +344,10 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
     config = kwargs["config"]
     known = {c.name: c for c in runs.configurations(config)}
     starts = [e for e in journal if e["event"] == "start"]
-    when = ", ".join(f"{e['at']} on {e['host']}" for e in starts) or "never"
+    failed = {e["attempt"]: e.get("error", "?") for e in journal if e["event"] == "error"}
+    killed = [e for e in starts if e["attempt"] not in failed]
+    when = ", ".join(f"{e.get('at', '?')} on {e.get('host', '?')}" for e in killed) or "never"
+    earlier = "; ".join(f"attempt {a} failed with {err}" for a, err in sorted(failed.items()))
     record = record_header(
         config,
         kwargs["model"],
@@ -343,9 +362,10 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
     record.update(
         status="lost",
         reason=(
-            f"lost: the job was killed without writing its record on {len(starts)} of {run_attempts} attempts "
-            f"(started {when}): SIGKILL, a time "
-            f"or memory limit or a lost node; logs in {log_dir}"
+            f"lost: the job was killed without writing its record on {len(killed)} of {run_attempts} attempts "
+            f"(started {when}): SIGKILL, a time or memory limit or a lost node"
+            + (f"; {earlier}" if earlier else "")
+            + (f"; no attempt journal in {log_dir}" if not journal else f"; logs in {log_dir}")
         ),
         attempts=len(starts),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

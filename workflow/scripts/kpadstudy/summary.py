@@ -121,7 +121,15 @@ def summary_text(
             parts.append(f"{_ratio_text(ratio, lo, hi, n, basis)} over {other}")
             if basis == "paired":
                 ns.append(n)
-        n_min = min(ns) if ns else 1
+        if ns:
+            n_min = min(ns)
+        else:  # medians: the repeats behind the advised configuration's median
+            mine = cells[
+                (cells["model"] == rec["model"])
+                & (cells["corpus"] == rec["corpus"])
+                & (cells["configuration"] == rec["recommended"])
+            ]
+            n_min = int(mine["n_valid"].iloc[0]) if "n_valid" in mine and len(mine) else 1
         flag = flags(rec, cells, drift, n_min)
         lines.append(
             f"{head}: serve {rec['recommended']}; " + "; ".join(parts) + (f"; flags: {', '.join(flag)}" if flag else "")

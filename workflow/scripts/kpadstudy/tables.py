@@ -229,6 +229,14 @@ def best_kpad_with_device(cells: pd.DataFrame) -> pd.DataFrame:
     return best_kpad(cells).merge(devices, on=["model", "corpus"])
 
 
+def write_table(df: pd.DataFrame, path: str | Path) -> None:
+    """``df`` as Parquet at ``path`` and as CSV beside it (same name, ``.csv``), for people who read tables in a
+    spreadsheet; list-valued cells are written as their text."""
+    path = Path(path)
+    df.to_parquet(path, index=False)
+    df.to_csv(path.with_suffix(".csv"), index=False)
+
+
 CELLS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "output_tok_s_median"}
 
 
