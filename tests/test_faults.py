@@ -284,3 +284,23 @@ def test_the_attempt_after_the_last_records_lost_with_the_journal_it_finds(tmp_p
         RuntimeError, match=r"^attempt 2 of this run failed with ValueError: taskset.server names CPUs 9"
     ):
         execute.run_job(attempt=3, run_attempts=2, **kwargs)
+
+
+def test_an_attempt_after_a_ctrl_c_fails_at_once_instead_of_measuring(tmp_path, smol_model):
+    """Ctrl-C reaches a run job before Snakemake: with retries, Snakemake would start the run again behind the
+    user's back (seen in CI: the study went on and exited 0). The attempt after an interrupted one fails."""
+    cfg = make_config(tmp_path, smol_model)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "attempts.jsonl").write_text(
+        '{"attempt": 1, "event": "start", "at": "T1", "host": "h"}\n{"attempt": 1, "event": "interrupted"}\n'
+    )
+    kwargs = dict(
+        config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
+        configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
+        plugin_path=str(ROOT / "workflow" / "scripts"),
+    )  # fmt: skip
+    for attempt in (2, 3):  # the measuring retry, then the bookkeeping attempt
+        with pytest.raises(RuntimeError, match=rf"^attempt {attempt - 1} of this run was interrupted \(Ctrl-C"):
+            execute.run_job(attempt=attempt, run_attempts=2, **kwargs)
+    assert not (tmp_path / "record.json").exists()

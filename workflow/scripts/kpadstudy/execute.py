@@ -320,18 +320,36 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
     ``lost``, the reason naming each attempt's start, host and what the journal holds, so the cell's later
     runs and the tables still run (a lost run costs that run only).
 
+    An attempt stopped by Ctrl-C (SIGINT, which the rule script turns into ``SystemExit(130)``) is noted as
+    ``interrupted``, and the next attempt, if Snakemake starts one (``retries``), fails at once: the user
+    stopped the study. SIGTERM (Snakemake's own stop, SLURM's time limit) counts as a kill.
+
     Raises:
         RuntimeError: on the attempt after the last, when the last measuring attempt ended with an error of
-            its own (the message quotes it): such a job fails as that attempt did, it is not recorded lost.
+            its own (the message quotes it): such a job fails as that attempt did, it is not recorded lost;
+            on any attempt after an interrupted one.
         Whatever :func:`execute_run` raises, on a measuring attempt.
     """
     log_dir, out_json = Path(kwargs["log_dir"]), Path(kwargs["out_json"])
+    if attempt > 1:
+        interrupted = [e for e in read_attempts(log_dir) if e["event"] == "interrupted" and e["attempt"] == attempt - 1]
+        if interrupted:  # Ctrl-C: the user stopped the study; a retry must not measure on behind their back
+            err = RuntimeError(
+                f"attempt {attempt - 1} of this run was interrupted (Ctrl-C, SIGINT); not retried: run snakemake "
+                "again to measure it"
+            )
+            note_attempt(log_dir, attempt, "interrupted", error=str(err))
+            raise err
     if attempt <= run_attempts:
         note_attempt(log_dir, attempt, "start")
         try:
             return execute_run(**kwargs)
         except Exception as err:
             note_attempt(log_dir, attempt, "error", error=f"{type(err).__name__}: {err}")
+            raise
+        except SystemExit as exc:
+            if exc.code == 128 + 2:  # SIGINT, turned into SystemExit by the rule script
+                note_attempt(log_dir, attempt, "interrupted")
             raise
     journal = read_attempts(log_dir)
     last = max((e["attempt"] for e in journal), default=0)
