@@ -218,12 +218,16 @@ def execute_run(
         record["attempts"] = len(attempt_log)
         record["attempt_settings"] = attempt_log
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    out_json = Path(out_json)
+    write_record(record, Path(out_json))
+    return record
+
+
+def write_record(record: dict[str, Any], out_json: Path) -> None:
+    """Write a run record atomically (``.partial``, then renamed), so an interrupted write leaves none."""
     out_json.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out_json.with_suffix(".partial")
     tmp_out.write_text(json.dumps(record, indent=1, default=str))
     tmp_out.replace(out_json)
-    return record
 
 
 def record_header(
@@ -388,10 +392,7 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
         attempts=len(starts),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = out_json.with_suffix(".partial")
-    tmp_out.write_text(json.dumps(record, indent=1, default=str))
-    tmp_out.replace(out_json)
+    write_record(record, out_json)
     return record
 
 
