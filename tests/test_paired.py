@@ -163,3 +163,39 @@ def test_a_named_variant_is_compared_with_the_default_entry_of_its_method_and_k(
     assert paired.comparisons(
         ["van", "suf", "trident"], {"van": "van", "suf": "suf", "trident": "suf"}, {"van": 0, "suf": 32, "trident": 32}
     ) == [("trident", "suf"), ("suf", "van"), ("trident", "van")]
+
+
+def test_confirmation_vs_sweep_is_a_ratio_of_within_repeat_ratios_that_drift_does_not_move():
+    # the confirmation ran everything 50% faster (a lease that sped up) and kpad8 / van is 1.3, 1.2, 1.3 in both
+    faster = {c: [1.5 * x for x in v] for c, v in TOK.items()}
+    both = pd.concat([runs(TOK), runs(faster, phase="confirm")])
+    t = paired.phase_table(both).set_index(["numerator", "denominator"])
+    row = t.loc[("kpad8", "van")]
+    gm = (1.3 * 1.2 * 1.3) ** (1 / 3)
+    assert (row["sweep_ratio"], row["confirm_ratio"]) == (pytest.approx(gm), pytest.approx(gm))
+    assert (row["sweep_n"], row["confirm_n"], row["label"]) == (3, 3, "95% CI (Welch)")
+    assert row["confirm_over_sweep"] == pytest.approx(1.0)
+    # Welch by hand: equal sds s of the logs [ln 1.3, ln 1.2, ln 1.3], df = (2 s²/3)² / (2 (s²/3)² / 2) = 4
+    logs = [math.log(1.3), math.log(1.2), math.log(1.3)]
+    mean = sum(logs) / 3
+    s2 = sum((x - mean) ** 2 for x in logs) / 2
+    half = 2.7764451051977987 * math.sqrt(2 * s2 / 3)  # t(0.975, 4 df)
+    assert row["df"] == pytest.approx(4.0)
+    assert (row["ci_low"], row["ci_high"]) == (pytest.approx(math.exp(-half)), pytest.approx(math.exp(half)))
+    # the absolute medians would say 1.5x: the drift table still reports that, as drift, not as a result
+    d = paired.drift_table(both).set_index(["configuration", "what"])
+    assert d.loc[("kpad8", "confirm / sweep (medians)")]["ratio"] == pytest.approx(1.5)
+
+
+def test_confirmation_vs_sweep_below_three_repeats_says_which_phase_is_short():
+    short = runs({"van": [100.0, 100.0, None], "kpad8": [130.0, 120.0, None]}, phase="confirm")
+    t = paired.phase_table(pd.concat([runs(TOK), short]))
+    row = t.set_index(["numerator", "denominator"]).loc[("kpad8", "van")]
+    assert row["label"] == "no interval: sweep n = 3, confirmation n = 2"
+    assert row["confirm_over_sweep"] == pytest.approx(math.sqrt(1.3 * 1.2) / (1.3 * 1.2 * 1.3) ** (1 / 3))
+    assert pd.isna(row["ci_low"])
+    md = paired.to_markdown(paired.paired_table(runs(TOK)), None, t)
+    # sqrt(1.3 x 1.2) / (1.3 x 1.2 x 1.3)^(1/3) = 1.2490 / 1.2659 = 0.9866
+    assert (
+        "| m | c | kpad8 / van | 1.27x (n = 3) | 1.25x (n = 2) | 0.99 (no interval: sweep n = 3, confirmation n = 2) |"
+    ) in md

@@ -122,3 +122,38 @@ def test_run_figures_of_no_runs_say_so(draw):
     assert len(fig.axes) == 1 and fig.axes[0].texts[0].get_text().endswith(
         ("no cell ran both kpad and nopad at one K", "no run records with start times")
     )
+
+
+def _confirmation(hours_later: int) -> pd.DataFrame:
+    """A/sharegpt's confirmation, ``hours_later`` after the sweep: kpad8/nopad8 = 0.9, 1.0, 1.1."""
+    rows = []
+    for repeat, (kp, nop) in enumerate([(90.0, 100.0), (100.0, 100.0), (110.0, 100.0)], start=1):
+        for i, (conf, method, tok) in enumerate([("kpad8", "kpad", kp), ("nopad8", "nopad", nop)]):
+            r = run("A", "sharegpt", conf, method, 8, repeat, tok, minute=2 * repeat + i, phase="confirm")
+            r["started_at"] = f"2026-12-01T{10 + hours_later}:{2 * repeat + i:02d}:00+0000"
+            rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def test_kpad_vs_nopad_gives_the_confirmation_its_own_panel():
+    both = pd.concat([RUNS[(RUNS["corpus"] == "sharegpt")], _confirmation(5)], ignore_index=True)
+    fig = repeat_figures.kpad_vs_nopad(both)
+    by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert sorted(by_title) == ["A / sharegpt", "A / sharegpt (confirm)"]
+    s = paired.summarize([0.9, 1.0, 1.1])
+    # 1.0 is not above 1: one of the three repeats (1.1) favours kpad8
+    label = f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}), 1/3"
+    assert texts(by_title["A / sharegpt (confirm)"]) == [label]
+
+
+def test_run_timeline_cuts_a_pause_between_leases_out_of_its_axis():
+    both = pd.concat([RUNS[(RUNS["corpus"] == "sharegpt")], _confirmation(5)], ignore_index=True)
+    fig = repeat_figures.run_timeline(both)
+    ax = [a for a in fig.axes if a.get_title()][0]
+    # the sweep's last run at minute 14, the confirmation's first at 5 h 02 min: the 4 h 48 min pause -> 2 min
+    assert "4 h 48 min later" in texts(ax)
+    kpad8 = [line for line in ax.lines if line.get_label() == "kpad8"]
+    confirm_x = sorted(x for line in kpad8 for x in line.get_xdata() if x > 14)
+    assert confirm_x == [16.0, 18.0, 20.0]
+    assert ax.get_xlabel() == "minutes since the cell's first run (long pauses cut out)"
+    assert {"confirm r1", "confirm r2", "confirm r3", "r1", "r2", "r3"} <= set(texts(ax))

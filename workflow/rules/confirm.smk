@@ -50,7 +50,9 @@ rule confirm_run:
 rule confirmed_table:
     """Confirmation runs -> results/confirmed.parquet (cells schema, phase confirm, the best K as method bestkpad),
     results/confirm/runs.parquet, the confirmation's own paired comparisons (results/confirm/paired.{parquet,md})
-    and the drift of the configurations both phases ran, confirmation over sweep (results/confirm/drift.parquet)."""
+    the drift of the configurations both phases ran, confirmation over sweep (results/confirm/drift.parquet), and
+    each comparison's confirmation vs sweep as a ratio of within-repeat ratios (results/confirm/confirm_vs_sweep.parquet).
+    """
     input:
         runs=all_confirm_runs,
         best_k=expand("results/confirm/{cell}/best_k.json", cell=[f"{m}/{c}" for m in MODELS for c in MEASURED_CORPORA]),
@@ -61,7 +63,11 @@ rule confirmed_table:
         paired="results/confirm/paired.parquet",
         paired_md="results/confirm/paired.md",
         drift="results/confirm/drift.parquet",
-        csv=["results/confirmed.csv", *expand("results/confirm/{table}.csv", table=["runs", "paired", "drift"])],
+        confirm_vs_sweep="results/confirm/confirm_vs_sweep.parquet",
+        csv=[
+            "results/confirmed.csv",
+            *expand("results/confirm/{table}.csv", table=["runs", "paired", "drift", "confirm_vs_sweep"]),
+        ],
     log:
         "results/logs/confirmed_table.log",
     conda:

@@ -38,8 +38,10 @@ elif sm.rule == "confirmed_table":
     drift = paired.drift_table(both)
     drift = drift[drift["what"].str.contains("confirm")] if len(drift) else drift
     tables.write_table(drift, sm.output.drift)
+    phases = paired.phase_table(both)
+    tables.write_table(phases, sm.output.confirm_vs_sweep)
     with open(sm.output.paired_md, "w") as f:
-        f.write(paired.to_markdown(pairs, drift))
+        f.write(paired.to_markdown(pairs, drift, phases))
     log.info("%d confirmation runs -> %d rows, %d paired comparisons", len(runs), len(out), len(pairs))
 elif sm.rule == "analysis_cells":
     out = confirm.prefer_confirmed(pd.read_parquet(sm.input.cells), pd.read_parquet(sm.input.confirmed))

@@ -14,6 +14,7 @@ unknown, and the table says "single measurement" or "n = 2".
 from __future__ import annotations
 
 import math
+import statistics
 
 import pandas as pd
 
@@ -115,6 +116,18 @@ def within_repeat_ratios(table: pd.DataFrame, numerator: str, denominator: str) 
     return both[numerator] / both[denominator]
 
 
+def cell_comparisons(cell: pd.DataFrame) -> list[tuple[str, str]]:
+    """The stated comparisons (:func:`comparisons`) among the configurations of one cell's runs, in a fixed
+    order (by method, K, name), whatever order the runs ran in."""
+    firsts = cell.drop_duplicates("configuration")
+    order = {m: i for i, m in enumerate(METHODS)}
+    firsts = firsts.assign(_o=firsts["method"].map(order).fillna(len(order))).sort_values(["_o", "k", "configuration"])
+    names = list(firsts["configuration"])
+    methods = dict(zip(firsts["configuration"], firsts["method"], strict=True))
+    ks = dict(zip(firsts["configuration"], firsts["k"], strict=True))
+    return comparisons(names, methods, ks)
+
+
 def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Every stated comparison of every (model, corpus, phase), from within-repeat ratios of ``ok`` runs.
 
@@ -135,16 +148,8 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
     runs = prepared_runs(runs)
     rows = []
     for (model, corpus, phase), cell in runs.groupby(["model", "corpus", "phase"], sort=True):
-        firsts = cell.drop_duplicates("configuration")
-        order = {m: i for i, m in enumerate(METHODS)}  # a fixed order, whatever order the runs ran in
-        firsts = firsts.assign(_o=firsts["method"].map(order).fillna(len(order))).sort_values(
-            ["_o", "k", "configuration"]
-        )
-        names = list(firsts["configuration"])
-        methods = dict(zip(firsts["configuration"], firsts["method"], strict=True))
-        ks = dict(zip(firsts["configuration"], firsts["k"], strict=True))
         table = repeat_table(cell)
-        for num, den in comparisons(names, methods, ks):
+        for num, den in cell_comparisons(cell):
             ratios = within_repeat_ratios(table, num, den)
             s = summarize([float(x) for x in ratios])
             rows.append(
@@ -159,6 +164,95 @@ def paired_table(runs: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=cols)
+
+
+def ratio_of_ratios(
+    a: list[float], b: list[float], confidence: float = CONFIDENCE, names: tuple[str, str] = ("A", "B")
+) -> dict:
+    """B's ratio over A's, from the within-repeat ratios of one comparison in each of two sets of repeats that are
+    not paired with each other: two studies (kpadstudy.studies), or a cell's sweep and its confirmation.
+
+    Args:
+        a, b: one ratio per repeat (numerator tok/s / denominator tok/s in that repeat) in A and in B, all > 0.
+        names: what A and B are called in the label (("sweep", "confirmation") for phases).
+
+    Returns:
+        ``{"ratio", "ci_low", "ci_high", "df", "label"}``: ``ratio`` = geometric mean of ``b`` / geometric mean of
+        ``a`` (None when either is empty); with n >= 3 in both, Welch's t-interval on mean(log b) - mean(log a):
+        exp(d ± t(df) x sqrt(s_a²/n_a + s_b²/n_b)), sample sds (ddof 1), df by Welch-Satterthwaite (n_a + n_b - 2
+        when both sds are 0), label "95% CI (Welch)"; else ``ci_low``/``ci_high``/``df`` None and the label says
+        why: "no interval: A n = 2, B single measurement", "no paired repeat in B".
+
+    Raises:
+        ValueError: a ratio that is not a positive number.
+    """
+    from scipy import stats
+
+    sa, sb = summarize(a, confidence), summarize(b, confidence)
+    out = {"ratio": None, "ci_low": None, "ci_high": None, "df": None}
+    empty = [name for name, s in zip(names, (sa, sb), strict=True) if s["n"] == 0]
+    if empty:
+        return {**out, "label": f"no paired repeat in {' and '.join(empty)}"}
+    out["ratio"] = sb["ratio"] / sa["ratio"]
+    if min(sa["n"], sb["n"]) < MIN_INTERVAL_N:
+        return {**out, "label": f"no interval: {names[0]} {n_text(sa['n'])}, {names[1]} {n_text(sb['n'])}"}
+    la, lb = [math.log(r) for r in a], [math.log(r) for r in b]
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    if va + vb == 0:
+        df = float(len(la) + len(lb) - 2)
+    else:
+        df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(va + vb)
+    d = math.log(out["ratio"])
+    return {
+        "ratio": out["ratio"],
+        "ci_low": math.exp(d - half),
+        "ci_high": math.exp(d + half),
+        "df": df,
+        "label": f"{confidence:.0%} CI (Welch)",
+    }
+
+
+def phase_table(runs: pd.DataFrame, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Confirmation vs sweep of each stated comparison: the ratio of the two phases' within-repeat ratios, never
+    of their absolute tok/s (a lease drifts between phases; within a repeat it cancels).
+
+    Args:
+        runs: the sweep's and the confirmation's runs together (``phase`` ``sweep`` / ``confirm``), as for
+            :func:`paired_table`.
+
+    Returns:
+        One row per (model, corpus, comparison) of the confirmation's configurations that has a within-repeat
+        ratio in both phases: ``model, corpus, numerator, denominator, sweep_ratio, sweep_n, confirm_ratio,
+        confirm_n`` (geometric means of each phase's within-repeat ratios), ``confirm_over_sweep``, ``ci_low``,
+        ``ci_high``, ``df``, ``label`` (:func:`ratio_of_ratios` with A = sweep, B = confirmation: Welch's interval
+        when both phases have n >= 3). Near 1: the confirmation reproduced the sweep's ratio.
+    """
+    cols = ["model", "corpus", "numerator", "denominator", "sweep_ratio", "sweep_n", "confirm_ratio", "confirm_n"]
+    cols += ["confirm_over_sweep", "ci_low", "ci_high", "df", "label"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    runs = prepared_runs(runs)
+    rows = []
+    for (model, corpus), cell in runs.groupby(["model", "corpus"], sort=True):
+        phases = {phase: repeat_table(g) for phase, g in cell.groupby("phase")}
+        if not {"sweep", "confirm"} <= set(phases):
+            continue
+        for num, den in cell_comparisons(cell[cell["phase"] == "confirm"]):
+            a = [float(x) for x in within_repeat_ratios(phases["sweep"], num, den)]
+            b = [float(x) for x in within_repeat_ratios(phases["confirm"], num, den)]
+            if not a or not b:
+                continue
+            rr = ratio_of_ratios(a, b, confidence, names=("sweep", "confirmation"))
+            sa, sb = summarize(a, confidence), summarize(b, confidence)
+            rows.append([model, corpus, num, den, sa["ratio"], sa["n"], sb["ratio"], sb["n"], rr["ratio"]])
+            rows[-1] += [rr["ci_low"], rr["ci_high"], rr["df"], rr["label"]]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def n_text(n: int) -> str:
+    """``"single measurement"`` for 1, else ``"n = <n>"``."""
+    return "single measurement" if n == 1 else f"n = {n}"
 
 
 def drift_table(runs: pd.DataFrame, flag: float = DRIFT_FLAG) -> pd.DataFrame:
@@ -202,9 +296,10 @@ def describe(row: pd.Series | dict) -> str:
     return f"{head}: {row['ratio']:.2f}x ({spread}), {row['favour']} of {row['n']} repeats favour {row['numerator']}"
 
 
-def to_markdown(table: pd.DataFrame, drift: pd.DataFrame | None = None) -> str:
-    """``results/paired.md``: one section per (model, corpus, phase), one line per comparison; then the drift
-    of each configuration (:func:`drift_table`) when given."""
+def to_markdown(table: pd.DataFrame, drift: pd.DataFrame | None = None, phases: pd.DataFrame | None = None) -> str:
+    """``results/paired.md``: one section per (model, corpus, phase), one line per comparison; then the
+    confirmation vs the sweep (:func:`phase_table`) and the drift of each configuration (:func:`drift_table`)
+    when given."""
     lines = [
         "# Paired comparisons: ratios within a repeat, over repeats",
         "",
@@ -216,6 +311,25 @@ def to_markdown(table: pd.DataFrame, drift: pd.DataFrame | None = None) -> str:
     for (model, corpus, phase), g in table.groupby(["model", "corpus", "phase"], sort=True):
         lines += [f"## {model} / {corpus} ({phase})", ""]
         lines += [f"- {describe(r)}" + (f" [{r['ratios']}]" if r["ratios"] else "") for _, r in g.iterrows()]
+        lines.append("")
+    if phases is not None and len(phases):
+        lines += [
+            "# Confirmation vs sweep: the ratio of their within-repeat ratios",
+            "",
+            "Near 1: the confirmation reproduced the sweep's ratio. The repeats of two phases are not paired, so the",
+            f"interval is Welch's on the difference of mean log ratios (both phases n >= {MIN_INTERVAL_N}).",
+            "",
+            "| model | corpus | comparison | sweep | confirmation | confirmation / sweep |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for _, r in phases.iterrows():
+            spread = f"{r['ci_low']:.2f}-{r['ci_high']:.2f}, {r['label']}" if pd.notna(r["ci_low"]) else r["label"]
+            lines.append(
+                f"| {r['model']} | {r['corpus']} | {r['numerator']} / {r['denominator']} | "
+                f"{r['sweep_ratio']:.2f}x ({n_text(int(r['sweep_n']))}) | "
+                f"{r['confirm_ratio']:.2f}x ({n_text(int(r['confirm_n']))}) | "
+                f"{r['confirm_over_sweep']:.2f} ({spread}) |"
+            )
         lines.append("")
     if drift is not None and len(drift):
         lines += [

@@ -64,11 +64,12 @@ def _summary_label(s: dict) -> str:
 
 
 def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
-    """kpad K over nopad K within each repeat, per K: one panel per (model, corpus) of the sweep.
+    """kpad K over nopad K within each repeat, per K: one panel per (model, corpus, phase).
 
     Args:
-        runs: run records (``results/runs.parquet``): ``model, corpus, configuration, method, k, repeat, status,
-            output_tok_s`` and ``phase`` when present (only the sweep is drawn).
+        runs: run records (``results/runs.parquet``, and ``results/confirm/runs.parquet`` with a confirmation):
+            ``model, corpus, configuration, method, k, repeat, status, output_tok_s`` and ``phase`` when present
+            (absent = sweep). Each phase has its own panel (titled "(confirm)"): its repeats are other blocks.
         note: a line under the title.
 
     Each repeat's ratio is a small point (x = K, jittered); the geometric mean over repeats a large one,
@@ -76,19 +77,22 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     repeats favour kpad. A K where either side has no ``ok`` run is marked at the bottom ("no pair").
     """
     runs = paired.prepared_runs(runs) if len(runs) else runs
-    sweep = runs[runs["phase"] == "sweep"] if len(runs) else runs
-    pads = sweep[sweep["method"].isin(["kpad", "nopad"])] if len(sweep) else sweep
-    cells = [
-        key
-        for key, g in pads.groupby(["model", "corpus"], sort=True)
-        if set(g["method"]) == {"kpad", "nopad"}
-        and set(g[g["method"] == "kpad"]["k"]) & set(g[g["method"] == "nopad"]["k"])
-    ]
+    pads = runs[runs["method"].isin(["kpad", "nopad"])] if len(runs) else runs
+    phase_order = {"sweep": 0, "confirm": 1}
+    cells = sorted(
+        (
+            key
+            for key, g in pads.groupby(["model", "corpus", "phase"], sort=True)
+            if set(g["method"]) == {"kpad", "nopad"}
+            and set(g[g["method"] == "kpad"]["k"]) & set(g[g["method"] == "nopad"]["k"])
+        ),
+        key=lambda key: (key[0], key[1], phase_order.get(key[2], 2), key[2]),
+    )
     if not cells:
         return _empty("kpad vs nopad: no cell ran both kpad and nopad at one K")
     fig, axes = _grid(len(cells), 3.8, 3.0)
-    for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
-        g = pads[(pads["model"] == model) & (pads["corpus"] == corpus)]
+    for ax, (model, corpus, phase) in zip(axes.flat, cells, strict=False):
+        g = pads[(pads["model"] == model) & (pads["corpus"] == corpus) & (pads["phase"] == phase)]
         table = paired.repeat_table(g)
         ks = sorted(set(g[g["method"] == "kpad"]["k"]) & set(g[g["method"] == "nopad"]["k"]))
         for k in ks:
@@ -124,7 +128,7 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.set_xlim(min(ks) - 1.5, max(ks) + 3.5)
         ax.set_xlabel("K (draft tokens per step)", fontsize=8)
         ax.set_ylabel("kpad K / nopad K output tok/s\n(within a repeat)", fontsize=8)
-        ax.set_title(f"{model} / {corpus}", fontsize=8)
+        ax.set_title(f"{model} / {corpus}" + ("" if phase == "sweep" else f" ({phase})"), fontsize=8)
         ax.tick_params(labelsize=7)
     _suptitle(
         fig,
@@ -198,6 +202,30 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
     return fig
 
 
+#: a pause between two runs of a cell longer than this (minutes) is cut out of the run timeline's axis
+GAP_MIN = 30.0
+
+
+def _cut_gaps(minutes: np.ndarray, gap_min: float = GAP_MIN, keep_min: float = 2.0) -> tuple[np.ndarray, list]:
+    """Sorted start times (minutes) with every pause longer than ``gap_min`` shortened to ``keep_min``; returns
+    the new times and ``[(where the cut is on the new axis, the pause's real length), ...]``."""
+    out = np.array(minutes, dtype=float)
+    gaps = []
+    for i in range(1, len(out)):
+        pause = minutes[i] - minutes[i - 1]
+        if pause > gap_min:
+            shift = pause - keep_min
+            out[i:] -= shift
+            gaps.append((out[i] - keep_min / 2, float(pause)))
+    return out, gaps
+
+
+def _minutes_text(minutes: float) -> str:
+    """``"5 h 02 min"`` or ``"45 min"``."""
+    m = int(round(minutes))
+    return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
+
+
 def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     """Each cell's runs in the order they ran: x = minutes since the cell's first run started, y = output tok/s.
 
@@ -208,8 +236,9 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
 
     One line per configuration and phase (its repeats in order); each repeat is a band (shaded every other
     one, labelled ``r1``, ``confirm r1``, ...); a run that is not ``ok`` is an x at the bottom labelled with
-    its status. Drift shows as every line moving together; a fair comparison is within one band (one
-    repeat), never across the figure.
+    its status. A pause between two runs longer than :data:`GAP_MIN` minutes (another lease, a queue) is cut
+    out of the axis to 2 minutes and marked by a dashed line labelled with its length. Drift shows as every
+    line moving together; a fair comparison is within one band (one repeat), never across the figure.
     """
     if runs is None or runs.empty or "started_at" not in runs:
         return _empty("run timeline: no run records with start times")
@@ -220,8 +249,15 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     legend: dict[str, object] = {}
     for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
         g = runs[(runs["model"] == model) & (runs["corpus"] == corpus)].sort_values("_t")
-        t0 = g["_t"].min()
-        g = g.assign(_m=(g["_t"] - t0).dt.total_seconds() / 60)
+        minutes = ((g["_t"] - g["_t"].min()).dt.total_seconds() / 60).to_numpy()
+        cut, gaps = _cut_gaps(minutes)
+        g = g.assign(_m=cut)
+        for at, length in gaps:
+            ax.axvline(at, color="0.4", linestyle="--", linewidth=0.8, zorder=1)
+            ax.annotate(
+                f"{_minutes_text(length)} later", (at, 0.5), xycoords=("data", "axes fraction"), rotation=90,
+                ha="right", va="center", fontsize=6, color="0.3",
+            )  # fmt: skip
         # one band per repeat (a block of the design): shaded every other one, labelled at the top
         blocks = g.groupby(["phase", "repeat"], sort=False)["_m"].min().sort_values()
         edges = list(blocks.values) + [g["_m"].max() + (g["_m"].max() - g["_m"].min()) / max(1, len(g) - 1)]
@@ -261,7 +297,7 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
                         ha="center",
                     )
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("minutes since the cell's first run", fontsize=8)
+        ax.set_xlabel("minutes since the cell's first run" + (" (long pauses cut out)" if gaps else ""), fontsize=8)
         ax.set_ylabel("output tok/s", fontsize=8)
         n_ok = int(((g["status"] == "ok") & (g["output_tok_s"] > 0)).sum())
         ax.set_title(f"{model} / {corpus}: {len(g)} runs, {n_ok} ok", fontsize=8)

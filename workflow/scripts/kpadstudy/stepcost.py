@@ -59,11 +59,14 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         ``r_steps`` (their ratio), ``r_tpot`` (TPOT_config x K-bar / TPOT_van), ``r`` and ``r_from``
         (engine steps when both sides were counted, else TPOT), ``predicted_speedup`` = K-bar / r,
         ``measured_speedup`` = output tok/s / van's, ``k_bar_exceeds_r``. Configurations without a valid
-        median keep their row with NaN numbers, so they show as failed.
+        median keep their row with NaN numbers, so they show as failed. The K-sweep's rows only
+        (:func:`kpadstudy.tables.sweep_rows`, runs of phase ``confirm`` left out): phases never mix in one row.
     """
-    c = cells.copy()
+    from .tables import sweep_rows
+
+    c = sweep_rows(cells).copy()
     if len(runs):
-        r = runs.copy()
+        r = runs[runs["phase"].fillna("sweep") != "confirm"].copy() if "phase" in runs else runs.copy()
         r["step_time_ms"] = step_time_ms(r)
         st = r.groupby(KEYS)["step_time_ms"].median().rename("step_time_ms").reset_index()
         c = c.merge(st, on=KEYS, how="left")
