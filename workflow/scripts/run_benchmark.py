@@ -9,6 +9,8 @@ from pathlib import Path
 from _rule import setup_logging
 from kpadstudy.confirm import confirm_position
 from kpadstudy.execute import run_job
+from kpadstudy.progress import line as progress_line
+from kpadstudy.progress import update as update_progress
 from kpadstudy.runs import workflow_commit
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
@@ -51,3 +53,7 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
         record.get("reason", ""),
         record.get("output_tok_s"),
     )
+    try:  # results/progress.md: done / total, running, ETA; never the reason a run fails
+        logging.getLogger("run").info(progress_line(update_progress()))
+    except Exception as err:  # noqa: BLE001 - a missing plan (a run outside a study), a file being written, ...
+        logging.getLogger("run").warning("progress not updated: %s", err)

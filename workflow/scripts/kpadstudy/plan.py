@@ -59,6 +59,24 @@ def model_size(
     return None, "unknown (converted from a packaged GGUF)"
 
 
+def confirm_configurations(config: dict[str, Any]) -> int:
+    """How many configurations the confirmation reruns per cell (each ``confirm.repeats`` times): those outside
+    the K sweep (van, suf, ngram, Trident-like entries), the best K, the second-best K (with two or more kpad
+    Ks) and nopad at the best K (where nopad is swept at a kpad K: an upper bound, the best K may have no nopad
+    twin); 0 without a confirmation or without a kpad entry."""
+    configs = runs.configurations(config)
+    confirm = config.get("confirm") or {"enabled": False}
+    if not (confirm["enabled"] and any(c.method == "kpad" for c in configs)):
+        return 0
+    kpad_ks = {c.k for c in configs if c.method == "kpad"}
+    return (
+        sum(c.method not in ("kpad", "nopad") for c in configs)
+        + 1
+        + (len(kpad_ks) > 1)
+        + any(c.method == "nopad" and c.k in kpad_ks for c in configs)
+    )
+
+
 def plan(
     config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str, str | None], float | None] = hub_size_gb
 ) -> dict[str, Any]:
@@ -85,15 +103,7 @@ def plan(
     run_s = float(p["boot_s"]) + n_prompts / float(p["requests_per_s"])
     confirm = config.get("confirm") or {"enabled": False}
     sweeps_k = confirm["enabled"] and any(c.method == "kpad" for c in configs)
-    kpad_ks = {c.k for c in configs if c.method == "kpad"}
-    n_confirm_cfg = (
-        sum(c.method not in ("kpad", "nopad") for c in configs)  # van, suf, ngram, Trident-like entries
-        + 1  # the best K
-        + (len(kpad_ks) > 1)  # the second-best K
-        + any(c.method == "nopad" and c.k in kpad_ks for c in configs)  # nopad at the best K (at most)
-        if sweeps_k
-        else 0
-    )
+    n_confirm_cfg = confirm_configurations(config)
     models, gpu_s, serial_s = [], 0.0, 0.0
     for name, spec in config["models"].items():
         tp = int(spec.get("tensor_parallel_size", 1))
