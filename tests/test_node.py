@@ -662,3 +662,26 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_nvidia_smi_answers_with_its_lines_or_none(tmp_path, monkeypatch):
+    """One nvidia-smi call (kpadstudy.gpus.nvidia_smi) behind the GPU count, the NUMA CPUs and the driver version."""
+    from kpadstudy import gpus, record
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        '  -L) printf "GPU 0: NVIDIA H200 (UUID: a)\\nGPU 1: NVIDIA H200 (UUID: b)\\n" ;;\n'
+        '  --query-gpu=driver_version) printf "580.159.04\\n580.159.04\\n" ;;\n'
+        "  *) exit 3 ;;\n"
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpus.visible_gpus(None) == ["0", "1"]
+    assert record.gpu_driver_version() == "580.159.04"
+    assert gpus.nvidia_smi(["--query-gpu=index,pci.bus_id"]) is None  # exit 3
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert gpus.nvidia_smi(["-L"]) is None and gpus.visible_gpus(None) == [] and record.gpu_driver_version() is None

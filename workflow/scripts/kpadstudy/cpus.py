@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -130,17 +129,10 @@ def gpu_numa_cpus(gpu_ids: list[str]) -> dict[str, set[int]]:
     Reads ``nvidia-smi --query-gpu=index,pci.bus_id`` and ``/sys/bus/pci/devices/<bus id>/local_cpulist``;
     GPUs without an answer are left out (no ``nvidia-smi``, a container without ``/sys``, fake GPUs).
     """
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
+    from .gpus import nvidia_smi
+
     found: dict[str, set[int]] = {}
-    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+    for line in nvidia_smi(["--query-gpu=index,pci.bus_id", "--format=csv,noheader"]) or []:
         index, _, bus = (x.strip() for x in line.partition(","))
         if index not in gpu_ids:
             continue

@@ -58,7 +58,7 @@ from .record import (
     step_measures,
     versions,
 )
-from .server import ServerBootError, die_with_parent, get_text, running_server, stop
+from .server import ServerBootError, get_text, running_server, start_group, stop
 
 
 def resolve_device(requested: str) -> str:
@@ -617,14 +617,7 @@ def _attempt(
     try:
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
         with stage("client start"), open(client_log, "ab") as clog:
-            client = subprocess.Popen(
-                client_cmd,
-                env=client_env,
-                stdout=clog,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+            client = start_group(client_cmd, client_env, clog)
         with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (
             proc,
             boot_s,

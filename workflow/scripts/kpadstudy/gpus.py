@@ -40,15 +40,18 @@ def visible_gpus(configured: int | list | None = None, env: dict[str, str] | Non
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         return [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
+    lines = nvidia_smi(["-L"]) or []
+    return [str(i) for i, _ in enumerate(ln for ln in lines if ln.startswith("GPU "))]
+
+
+def nvidia_smi(args: list[str], timeout_s: float = 30.0) -> list[str] | None:
+    """The stdout lines of ``nvidia-smi <args>`` (e.g. ``["--query-gpu=driver_version", "--format=csv,noheader"]``);
+    None where it cannot answer: no ``nvidia-smi`` (a CPU node), a non-zero exit, or no answer in ``timeout_s``."""
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return (
-        [str(i) for i, line in enumerate(ln for ln in out.stdout.splitlines() if ln.startswith("GPU "))]
-        if out.returncode == 0
-        else []
-    )
+        return None
+    return out.stdout.splitlines() if out.returncode == 0 else None
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ import json
 import platform
 import re
 import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,10 @@ def config_hash(config: dict[str, Any], configuration_name: str) -> str:
 
 def gpu_driver_version() -> str | None:
     """NVIDIA driver version from ``nvidia-smi``, or None where there is none."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    from .gpus import nvidia_smi
+
+    lines = [ln.strip() for ln in nvidia_smi(["--query-gpu=driver_version", "--format=csv,noheader"]) or []]
+    return next((ln for ln in lines if ln), None)
 
 
 STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")

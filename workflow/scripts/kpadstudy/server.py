@@ -15,7 +15,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 
 class ServerBootError(RuntimeError):
@@ -150,6 +150,19 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
+def start_group(cmd: list[str], env: dict[str, str], log_file: IO[bytes]) -> subprocess.Popen:
+    """Start ``cmd`` as the leader of a new process group (so :func:`stop` can signal all it starts), stdout and
+    stderr to ``log_file``, killed by the kernel when this process dies (:func:`die_with_parent`): the one way the
+    server and the client of a run are started.
+
+    Raises:
+        OSError: from ``subprocess.Popen`` (e.g. the program does not exist).
+    """
+    return subprocess.Popen(
+        cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent
+    )
+
+
 @contextlib.contextmanager
 def running_server(
     cmd: list[str], env: dict[str, str], base_url: str, log_path: Path, boot_timeout_s: float
@@ -169,14 +182,7 @@ def running_server(
     with open(log_path, "ab") as log_file:
         try:
             try:
-                proc = subprocess.Popen(
-                    cmd,
-                    env=env,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=die_with_parent,
-                )
+                proc = start_group(cmd, env, log_file)
                 (log_path.parent / "server.pid").write_text(f"{proc.pid}\n")  # = its process group id
                 boot_s = wait_healthy(proc, base_url, boot_timeout_s, log_path)
             except ServerBootError:
