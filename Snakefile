@@ -3,9 +3,13 @@
 # runs the embedded default (SmolLM2-135M + packaged corpora) anywhere.
 import os
 import re
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "scripts"))
+from kpadstudy.configsource import config_source  # noqa: E402
 
 min_version("9.0")
 
@@ -24,9 +28,13 @@ except WorkflowError as err:  # keep what and where, not the schema and config d
     text = str(err)
     what = text.split("\n\n")[0].replace("Error validating config file.\n", "")
     where = re.search(r"On instance(\[[^\n]*?\])?:", text)
-    files = ", ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml"
+    bad = err.__context__  # the jsonschema ValidationError: where in the config, and which keys were unexpected
+    path = tuple(getattr(bad, "absolute_path", ()))
+    extra = []
+    if getattr(bad, "validator", None) == "additionalProperties" and isinstance(bad.instance, dict):
+        extra = [k for k in bad.instance if k not in (bad.schema.get("properties") or {})]
     raise WorkflowError(
-        f"config {files}: {what}"
+        f"config {config_source(workflow.config_settings, workflow.overwrite_configfiles, path, extra)}: {what}"
         + (f" At {where.group(1) or 'the top level'}." if where else "")
         + " See config/schema.yaml for the keys, their types and defaults."
     ) from None
@@ -50,9 +58,23 @@ include: "workflow/rules/advice.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/cache.smk"
+include: "workflow/rules/compare_studies.smk"
 
 
 _STARTED = __import__("time").time()
+# targets that measure nothing: no progress plan for them
+_NO_RUNS = {"from_cache", "figures_from_cache", "tables_from_cache", "report_from_cache", "plan", "compare_studies"}
+
+
+onstart:
+    # the progress plan of this invocation (kpadstudy.progress): run jobs write results/progress.md after every run
+    if not workflow.dag_settings.targets or set(workflow.dag_settings.targets) - _NO_RUNS:
+        from kpadstudy import plan as _kplan, progress as _kprogress
+
+        _kprogress.write_plan(
+            all_runs(),
+            _kplan.confirm_configurations(config) * int(CONFIRM["repeats"]) * len(MODELS) * len(MEASURED_CORPORA),
+        )
 
 
 onsuccess:

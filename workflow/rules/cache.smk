@@ -1,4 +1,7 @@
 # Redraw from an existing cells Parquet (config cache): no vLLM, GPU or network.
+from kpadstudy import report as kreport  # noqa: E402
+
+
 rule figures_from_cache:
     """Every figure the cached cells allow (config cache.cells, cache.runs), PNG (in the report) and SVG."""
     input:
@@ -7,7 +10,7 @@ rule figures_from_cache:
         reference=REFERENCE_PARQUET,
     output:
         [
-            report(f"{CACHE['figures']}/{f}.png", category="Figures (from cache)", caption=caption(f))
+            report(f"{CACHE['figures']}/{f}.png", category="Figures", caption=caption(f), labels={"figure": f})
             for f in CACHE_FIGURES
         ],
         expand("{out}/{figure}.svg", out=CACHE["figures"], figure=CACHE_FIGURES),
@@ -48,8 +51,46 @@ rule tables_from_cache:
         "../scripts/write_tables.py"
 
 
+# the report's table pages of this data set (kpadstudy.report.PAGES), under cache.tables/report/
+CACHE_PAGES = kreport.pages(bool(CACHE["runs"]), bool(CACHE["equivalence"]), CACHE_PUBLISHED)
+
+
+rule report_from_cache:
+    """The tables of the cached data as report pages, each opening with its caption, and the landing text that
+    names the data (workflow/report/workflow.rst shows it first): snakemake from_cache --report
+    <cache.tables>/report.html."""
+    input:
+        **({"runs": CACHE["runs"]} if CACHE["runs"] else {}),
+        **({"equivalence": CACHE["equivalence"]} if CACHE["equivalence"] else {}),
+        cells=CACHE["cells"],
+        reference=REFERENCE_PARQUET,
+        summary=rules.tables_from_cache.output.summary,
+        recommendations=rules.tables_from_cache.output.recommendations,
+        step_cost=rules.tables_from_cache.output.step_cost_md,
+        ours_vs_published=rules.tables_from_cache.output.comparison_md,
+        figures=[f"{CACHE['figures']}/{f}.png" for f in CACHE_FIGURES],
+    output:
+        **{
+            page: report(
+                f"{CACHE['tables']}/report/{page}.html",
+                category="Tables",
+                caption=caption(kreport.PAGES[page][1]),
+                labels={"table": kreport.PAGES[page][0]},
+            )
+            for page in CACHE_PAGES
+        },
+        landing=f"{CACHE['tables']}/report/landing.html",
+    log:
+        "results/logs/report_from_cache.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/write_tables.py"
+
+
 rule from_cache:
-    """Figures and tables from the cached cells (config cache)."""
+    """Figures, tables and the report pages from the cached cells (config cache)."""
     input:
         rules.figures_from_cache.output,
         rules.tables_from_cache.output,
+        rules.report_from_cache.output,

@@ -12,12 +12,15 @@ from kpadstudy import confirm as kconfirm  # noqa: E402
 from kpadstudy import cpus as kcpus  # noqa: E402
 from kpadstudy import gpus as kgpus  # noqa: E402
 from kpadstudy import runs as kruns  # noqa: E402
+from kpadstudy.configsource import config_source  # noqa: E402
 
 
-def config_error(message):
-    """A config problem found while planning, as one line naming the config file(s), like the schema's errors."""
-    files = ", ".join(str(f) for f in workflow.overwrite_configfiles) or "config/config.yaml"
-    return WorkflowError(f"config {files}: {message}")
+def config_error(message, path=()):
+    """A config problem found while planning, as one line naming where the value at ``path`` (nested keys) came
+    from, the config file(s) or the --config option (kpadstudy.configsource), like the schema's errors."""
+    return WorkflowError(
+        f"config {config_source(workflow.config_settings, workflow.overwrite_configfiles, path)}: {message}"
+    )
 
 
 try:
@@ -72,17 +75,19 @@ CACHE_FIGURES = (
 )
 
 if MIX in BASE_CORPORA:
-    raise config_error(f"mix.name {MIX!r} is also a corpus name; pick another")
+    raise config_error(f"mix.name {MIX!r} is also a corpus name; pick another", ("mix", "name"))
 for _c in config["mix"]["components"]:
     if _c not in BASE_CORPORA:
-        raise config_error(f"mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})")
+        raise config_error(f"mix.components names {_c!r}, which is not under corpora ({BASE_CORPORA})", ("mix",))
 for _key, _names in (
     ("measure_corpora", config["measure_corpora"] or []),
     ("equivalence.corpora", config["equivalence"]["corpora"] or []),
 ):
     for _c in _names:
         if _c not in CORPORA:
-            raise config_error(f"{_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})")
+            raise config_error(
+                f"{_key} names {_c!r}, which is neither a corpus nor the mix ({CORPORA})", _key.split(".")
+            )
 if not CONFIGURATIONS:
     raise config_error("configurations enables nothing: give at least one entry without enabled: false")
 

@@ -31,6 +31,26 @@ def figure_names(reference_path: str | None, runs_path: str | None, cells_are_pu
     )
 
 
+def skipped_figures(
+    reference_path: str | None, runs_path: str | list[str] | None, cells_are_published: bool = False
+) -> list[str]:
+    """One line per group of figures :func:`draw` leaves out for these inputs: which, and what would add them."""
+    lines = []
+    if cells_are_published:
+        lines.append("skipped ours_vs_published: these cells are the published study itself (nothing to compare)")
+    elif not reference_path:
+        lines.append(
+            "skipped ours_vs_published: it needs the published cells, add --reference "
+            "results/reference/kpad_published.parquet (make figures REFERENCE=...)"
+        )
+    if not runs_path:
+        lines.append(
+            f"skipped {', '.join(RUN_FIGURES)}: they need the run records, add --runs results/runs.parquet "
+            "(make figures RUNS=...)"
+        )
+    return lines
+
+
 def draw(
     cells_path: str,
     out_dir: str,
@@ -68,12 +88,13 @@ def draw(
         figs["ours_vs_published"] = figures.ours_vs_published(
             compare.compare(tables.best_kpad_with_device(cells), tables.best_kpad(read_cells(reference_path))),
             note=note,
+            cells=cells,
         )
     if runs_path:
         paths = [runs_path] if isinstance(runs_path, str) else list(runs_path)
         frames = [pd.read_parquet(p) for p in paths]
         runs = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else frames[0]
-        figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(frames[0], cells), note=note)
+        figs["k_vs_r"] = figures.k_vs_r(stepcost.step_cost(frames[0], cells), note=note, cells=cells)
         figs["kpad_vs_nopad"] = repeat_figures.kpad_vs_nopad(runs, note=note)
         figs["paired_ratios"] = repeat_figures.paired_ratios(paired.paired_table(runs), note=note)
         figs["run_timeline"] = repeat_figures.run_timeline(runs, note=note)
@@ -122,3 +143,5 @@ elif __name__ == "__main__":
         raise SystemExit(f"draw_figures: {err}") from None
     for p in written:
         print(p)
+    for line in skipped_figures(a.reference, a.runs, reference.is_published(read_cells(a.cells))):
+        print(f"draw_figures: {line}")

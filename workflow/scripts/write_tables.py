@@ -2,12 +2,14 @@
 markdown and (for the report) HTML. The logic is in kpadstudy.compare, .stepcost, .advice."""
 
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from _rule import setup_logging
-from kpadstudy import advice, compare, reference, stepcost, summary, tables
+from kpadstudy import advice, compare, paired, reference, stepcost, summary, tables
+from kpadstudy import report as kreport
 
 STEP_COST_HEADER = """# K-bar > R: tokens per request-step against the step-cost ratio
 
@@ -111,15 +113,15 @@ def write_summary(
     return text
 
 
-def write_report_tables(
-    cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str
-) -> None:
-    """The cell table and the provenance (versions, hardware, commits, the published source) as HTML."""
-    cells = tables.read_cells(cells_path)
-    Path(out_cells).write_text(
-        "<h2>Cells (median over valid repeats)</h2>\n"
-        + cells.to_html(index=False, na_rep="no valid run", float_format=lambda v: f"{v:,.3f}")
+def cells_html(cells: pd.DataFrame) -> str:
+    """The cell table as HTML (failed configurations read "no valid run")."""
+    return "<h2>Cells (median over valid repeats)</h2>\n" + cells.to_html(
+        index=False, na_rep="no valid run", float_format=lambda v: f"{v:,.3f}"
     )
+
+
+def provenance_html(runs_path: str | None, reference_path: str) -> str:
+    """Versions, hardware, commits and server commands of the runs, and the published study's sources, as HTML."""
     parts = ["<h2>Provenance</h2>"]
     if runs_path:
         runs = pd.read_parquet(runs_path)
@@ -159,7 +161,92 @@ def write_report_tables(
             parts.append(f"<p><b>{html.escape(compare.CPU_NOTE)}.</b></p>")
     ref = pd.read_parquet(reference_path)
     parts += ["<h3>Published study</h3>", ref[["source_text", "note"]].drop_duplicates().to_html(index=False)]
-    Path(out_provenance).write_text("\n".join(parts))
+    return "\n".join(parts)
+
+
+def write_report_tables(
+    cells_path: str, runs_path: str | None, reference_path: str, out_cells: str, out_provenance: str
+) -> None:
+    """The cell table and the provenance (versions, hardware, commits, the published source) as HTML."""
+    Path(out_cells).write_text(cells_html(tables.read_cells(cells_path)))
+    Path(out_provenance).write_text(provenance_html(runs_path, reference_path))
+
+
+EQUIVALENCE_COLUMNS = [
+    "model",
+    "corpus",
+    "k",
+    "device",
+    "dtype",
+    "max_tokens",
+    "requests",
+    "identical_requests",
+    "token_agreement",
+    "first_divergence",
+    "divergent_requests",
+]
+
+
+def write_report_pages(
+    inputs: dict[str, str | None], cache: dict, pages: dict[str, str], landing: str, captions_dir: str | None = None
+) -> None:
+    """The report of a data set read from cache: one HTML page per table (``pages``: name -> output path, see
+    :data:`kpadstudy.report.PAGES`), each opening with its caption, and the landing fragment naming the data
+    (``inputs``: cells, runs, equivalence, reference and the markdown tables of tables_from_cache)."""
+    captions_dir = captions_dir or kreport.CAPTIONS
+    cells = tables.read_cells(inputs["cells"])
+    runs = pd.read_parquet(inputs["runs"]) if inputs.get("runs") else None
+    equivalence = pd.read_parquet(inputs["equivalence"]) if inputs.get("equivalence") else None
+    captions = {
+        name: kreport.read_caption(Path(captions_dir) / f"{rst}.rst") for name, (_, rst) in kreport.PAGES.items()
+    }
+    sources = {n: inputs.get(n) for n in ["summary", "recommendations", "step_cost", "ours_vs_published"]}
+    for name, out in pages.items():
+        title = kreport.PAGES[name][0]
+        if name in sources:
+            body, source = kreport.markdown_to_html(Path(sources[name]).read_text()), sources[name]
+        elif name == "paired":
+            body, source = (
+                kreport.markdown_to_html(paired.to_markdown(paired.paired_table(runs), paired.drift_table(runs))),
+                inputs["runs"],
+            )
+        elif name == "equivalence":
+            body = equivalence[[c for c in EQUIVALENCE_COLUMNS if c in equivalence]].to_html(index=False)
+            source = inputs["equivalence"]
+        elif name == "cells":
+            body, source = cells_html(cells), inputs["cells"]
+        elif name == "provenance":
+            body, source = provenance_html(inputs.get("runs"), inputs["reference"]), inputs.get("runs")
+        else:
+            raise ValueError(f"no report page {name!r}")
+        Path(out).write_text(kreport.page(title, captions[name], body, source))
+    facts = kreport.data_facts(
+        cells,
+        runs,
+        equivalence,
+        {
+            "Cells Parquet": inputs["cells"],
+            "Runs Parquet": inputs.get("runs"),
+            "Equivalence Parquet": inputs.get("equivalence"),
+            "Tables (Parquet, CSV, markdown)": cache["tables"],
+            "Figures (PNG, SVG)": cache["figures"],
+        },
+    )
+    figures = [
+        (Path(p).stem, kreport.first_sentence(kreport.read_caption(Path(captions_dir) / f"{Path(p).stem}.rst")), p)
+        for p in inputs.get("figures", [])
+    ]
+    listed = [(kreport.PAGES[n][0], kreport.first_sentence(captions[n]), str(Path(p))) for n, p in pages.items()]
+    Path(landing).write_text(
+        kreport.landing(
+            cache["title"] or f"Cells of {inputs['cells']}",
+            cache["about"],
+            facts,
+            listed,
+            figures,
+            kreport.markdown_to_html(re.sub(r"\A# [^\n]*\n", "", Path(inputs["summary"]).read_text())),
+        )
+    )
 
 
 if "snakemake" in globals():
@@ -204,9 +291,19 @@ if "snakemake" in globals():
                 "figures": sm.config["cache"]["figures"],
                 "recommendations (serve commands)": sm.output.recommendations,
                 "tables": sm.config["cache"]["tables"],
+                "report (make from-cache, or snakemake from_cache --report <this path>)": (
+                    f"{sm.config['cache']['tables']}/report.html"
+                ),
             },
             title=f"Summary of {sm.input.cells}"
             + (f" ({sm.config['cache']['note']})" if sm.config["cache"]["note"] else ""),
+        )
+    elif sm.rule == "report_from_cache":
+        write_report_pages(
+            {**dict(sm.input.items()), "figures": list(sm.input.figures)},
+            sm.config["cache"],
+            {name: path for name, path in sm.output.items() if name != "landing"},
+            sm.output.landing,
         )
     elif sm.rule == "report_tables":
         write_report_tables(
