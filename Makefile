@@ -84,7 +84,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 # Redraw figures from an existing cells Parquet, nothing else (needs only pandas, pyarrow, seaborn; uses
-# .venv when it exists, else python3): make figures CELLS=results/cells.parquet OUT=figures MIX=mix NOTE="..."
+# .venv when it exists, else .venv-results, else python3): make figures CELLS=results/cells.parquet OUT=figures MIX=mix NOTE="..."
 # The figures of the run records need RUNS=results/runs.parquet, ours_vs_published needs
 # REFERENCE=results/reference/kpad_published.parquet; it prints which it skipped and why.
 CELLS ?= results/cells.parquet
@@ -94,7 +94,7 @@ NOTE ?=
 RUNS ?=
 REFERENCE ?=
 figures:
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)" \
+	$(if $(wildcard $(PY)),$(PY),$(if $(wildcard $(RESULTS_PY)),$(RESULTS_PY),$(PYTHON))) workflow/scripts/draw_figures.py $(CELLS) $(OUT) --mix "$(MIX)" --note "$(NOTE)" \
 	  $(if $(RUNS),--runs $(RUNS)) $(if $(REFERENCE),--reference $(REFERENCE))
 
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)

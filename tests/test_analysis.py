@@ -265,7 +265,8 @@ def test_compare_same_model_and_no_overlap():
 def test_recommend_with_only_the_sweep_says_it_is_the_only_candidate():
     r = advice.recommend(CELLS[CELLS["method"] == "kpad"]).iloc[0]
     assert r["recommended"] == "kpad4" and r["reason"].startswith(
-        "kpad4 is the only configuration with a valid median (kpad4 149.0 tok/s)"
+        "kpad4 is the only candidate with a valid median (kpad4 149.0 tok/s): the cell has no valid van, suf or"
+        " other configuration outside the K sweep to compare it with"
     ), r["reason"]
     none = advice.recommend(CELLS[CELLS["configuration"] == "kpad12"]).iloc[0]
     assert none["recommended"] == "" and none["reason"] == "no configuration has a valid run"

@@ -139,7 +139,7 @@ def test_kpad_vs_nopad_gives_the_confirmation_its_own_panel():
     both = pd.concat([RUNS[(RUNS["corpus"] == "sharegpt")], _confirmation(5)], ignore_index=True)
     fig = repeat_figures.kpad_vs_nopad(both)
     by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
-    assert sorted(by_title) == ["A / sharegpt", "A / sharegpt (confirm)"]
+    assert sorted(by_title) == ["A / sharegpt (confirm)", "A / sharegpt (sweep)"]
     s = paired.summarize([0.9, 1.0, 1.1])
     # 1.0 is not above 1: one of the three repeats (1.1) favours kpad8
     label = f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}), 1/3"

@@ -198,6 +198,11 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
             "are not allowed ('tabels' was unexpected) At ['cache'].",
         ),
         ("repeats=three", "config --config repeats=three (command line): ValidationError: 'three' is not of type"),
+        (  # a cells file that is not there: refused while planning, not "Nothing to be done" on older outputs
+            "cache={cells: results/nope.parquet}",
+            "config --config 'cache={cells: results/nope.parquet}' (command line): cache.cells 'results/nope.parquet' "
+            "does not exist; give the path of a cells Parquet",
+        ),
         (
             "measure_corpora=[nope]",
             "config --config 'measure_corpora=[nope]' (command line): measure_corpora names 'nope', which is "

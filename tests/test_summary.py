@@ -52,3 +52,16 @@ def test_summary_of_cells_without_run_records_uses_medians():
         "- M / c (sweep): serve kpad8; 1.30x (medians, no run records) over van; "
         "1.18x (medians, no run records) over suf" in text
     )
+
+
+def test_drift_flags_say_which_phase_and_what_ratio():
+    """kpad8's last sweep repeat 130 over its first 100 = 1.30 (> 1.10); its confirmation median 200 over its sweep
+    median 130 (100, 240, 130) = 1.54: both flagged, each saying what it is."""
+    runs = _runs()
+    runs = runs[runs["corpus"] == "c"].copy()
+    runs.loc[(runs["configuration"] == "kpad8") & (runs["repeat"] == 1), "output_tok_s"] = 100.0
+    confirm = runs.assign(phase="confirm", output_tok_s=runs["output_tok_s"] * 0 + 200.0)
+    both = pd.concat([runs, confirm], ignore_index=True)
+    cells = tables.cells(both)
+    text = summary.summary_text(advice.recommend(cells, 0.01, both), cells, both)
+    assert "kpad8 last/first (sweep) 1.30" in text and "kpad8 confirm/sweep 1.54" in text, text

@@ -68,6 +68,16 @@ CONFIRM = config["confirm"]
 ANALYSIS_CELLS = "results/cells_final.parquet" if CONFIRM["enabled"] else "results/cells.parquet"
 CACHE = config["cache"]
 CACHE_PUBLISHED = os.path.normpath(CACHE["cells"]) == REFERENCE_PARQUET
+# a cached file that is given and not there stops the plan, naming its key (else Snakemake may call outputs drawn
+# from another file up to date and say "Nothing to be done"); the default cells (the published study) are made
+for _key in ("cells", "runs", "equivalence"):
+    _path = CACHE.get(_key)
+    if _path and not (_key == "cells" and CACHE_PUBLISHED) and not os.path.exists(_path):
+        raise config_error(
+            f"cache.{_key} {_path!r} does not exist; give the path of a {_key} Parquet "
+            f"(a study's results/{_key}.parquet, or a shipped one: config/cache/*.yaml)",
+            ("cache", _key),
+        )
 CACHE_FIGURES = (
     ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
     + ([] if CACHE_PUBLISHED else ["ours_vs_published"])

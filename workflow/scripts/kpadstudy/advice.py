@@ -165,7 +165,10 @@ def recommend(
         row.update(recommended=win["configuration"], method=method, k=int(win["k"]) if pd.notna(win["k"]) else pd.NA)
         listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
         if len(pool) == 1:
-            reason = f"{win['configuration']} is the only configuration with a valid median ({listed} tok/s)"
+            reason = (
+                f"{win['configuration']} is the only candidate with a valid median ({listed} tok/s): the cell has"
+                " no valid van, suf or other configuration outside the K sweep to compare it with"
+            )
         else:
             runner = pool[1]
             cell_runs = None

@@ -128,7 +128,8 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.set_xlim(min(ks) - 1.5, max(ks) + 3.5)
         ax.set_xlabel("K (draft tokens per step)", fontsize=8)
         ax.set_ylabel("kpad K / nopad K output tok/s\n(within a repeat)", fontsize=8)
-        ax.set_title(f"{model} / {corpus}" + ("" if phase == "sweep" else f" ({phase})"), fontsize=8)
+        several = sum(1 for m, c, _ in cells if (m, c) == (model, corpus)) > 1
+        ax.set_title(f"{model} / {corpus}" + (f" ({phase})" if several or phase != "sweep" else ""), fontsize=8)
         ax.tick_params(labelsize=7)
     _suptitle(
         fig,

@@ -624,7 +624,13 @@ def write_comparison(
     tables.write_table(conf_table, out_dir / "study_configurations.parquet")
     (out_dir / "compare_studies.md").write_text(to_markdown(ratio_table, conf_table, a, b))
     fig = figure(ratio_table, conf_table, note)
+    plt.rcParams["svg.hashsalt"] = "kpadstudy"  # same data, same SVG bytes (no random ids), as draw_figures
     for ext in ("png", "svg"):
-        fig.savefig(figures_dir / f"compare_studies.{ext}", dpi=150, bbox_inches="tight")
+        fig.savefig(
+            figures_dir / f"compare_studies.{ext}",
+            dpi=150,
+            bbox_inches="tight",
+            metadata={"Date": None} if ext == "svg" else None,
+        )
     plt.close(fig)
     return ratio_table, conf_table

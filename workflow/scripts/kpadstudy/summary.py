@@ -49,9 +49,18 @@ def cell_ratio(rec: pd.Series, other: str, pairs: pd.DataFrame | None) -> tuple[
     return float(ours) / float(theirs), None, None, 1, "medians"
 
 
+def _drift_what(what: str) -> str:
+    """A drift row's ``what`` (:func:`kpadstudy.paired.drift_table`) in short: ``last/first (sweep)``,
+    ``confirm/sweep``."""
+    if what.startswith("last / first repeat ("):
+        return "last/first (" + what[len("last / first repeat (") :]
+    return "confirm/sweep" if what.startswith("confirm / sweep") else what
+
+
 def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int) -> list[str]:
-    """The flags of one cell: ``drift (van 0.77, ...)`` (configurations whose last repeat is more than
-    :data:`kpadstudy.paired.DRIFT_FLAG` off their first), ``graph lost (kpad16)``, ``noisy (van)`` (cells
+    """The flags of one cell: ``drift (van last/first (sweep) 0.77, suf confirm/sweep 1.14, ...)`` (configurations
+    whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off their first in a phase, or whose
+    confirmation median is that far off their sweep median), ``graph lost (kpad16)``, ``noisy (van)`` (cells
     ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``single
     measurement`` / ``n = 2`` (paired repeats behind the advice)."""
     out = []
@@ -59,8 +68,8 @@ def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: in
     if drift is not None and len(drift):
         d = drift[(drift["model"] == rec["model"]) & (drift["corpus"] == rec["corpus"]) & drift["drifting"]]
         if len(d):
-            pairs = zip(d["configuration"], d["ratio"], strict=True)
-            out.append("drift (" + ", ".join(f"{c} {r:.2f}" for c, r in pairs) + ")")
+            pairs = zip(d["configuration"], d["what"], d["ratio"], strict=True)
+            out.append("drift (" + ", ".join(f"{c} {_drift_what(w)} {r:.2f}" for c, w, r in pairs) + ")")
     if "graph_lost" in cells:
         lost = cells[key & cells["graph_lost"].fillna(False).astype(bool)]
         if len(lost):
