@@ -207,7 +207,9 @@ def write_report_pages(
             body, source = kreport.markdown_to_html(Path(sources[name]).read_text()), sources[name]
         elif name == "paired":
             body, source = (
-                kreport.markdown_to_html(paired.to_markdown(paired.paired_table(runs), paired.drift_table(runs))),
+                kreport.markdown_to_html(
+                    paired.to_markdown(paired.paired_table(runs), paired.drift_table(runs), paired.phase_table(runs))
+                ),
                 inputs["runs"],
             )
         elif name == "equivalence":
