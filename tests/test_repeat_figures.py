@@ -157,3 +157,9 @@ def test_run_timeline_cuts_a_pause_between_leases_out_of_its_axis():
     assert confirm_x == [16.0, 18.0, 20.0]
     assert ax.get_xlabel() == "minutes since the cell's first run (long pauses cut out)"
     assert {"confirm r1", "confirm r2", "confirm r3", "r1", "r2", "r3"} <= set(texts(ax))
+
+
+def test_paired_ratios_put_the_sweep_before_its_confirmation():
+    both = pd.concat([RUNS[(RUNS["corpus"] == "sharegpt")], _confirmation(5)], ignore_index=True)
+    fig = repeat_figures.paired_ratios(paired.paired_table(both))
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["A / sharegpt (sweep)", "A / sharegpt (confirm)"]

@@ -155,7 +155,11 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
     """
     if table is None or table.empty:
         return _empty("paired comparisons: no cell has two configurations measured in one repeat")
-    groups = list(table.groupby(["model", "corpus", "phase"], sort=True))
+    phase_order = {"sweep": 0, "confirm": 1}  # the sweep's panel first, as in kpad_vs_nopad
+    groups = sorted(
+        table.groupby(["model", "corpus", "phase"], sort=True),
+        key=lambda kg: (kg[0][0], kg[0][1], phase_order.get(kg[0][2], 2), kg[0][2]),
+    )
     height = max(2.2, 0.36 * max(len(g) for _, g in groups) + 1.0)
     fig, axes = _grid(len(groups), 5.2, height, ncol_max=2)
     for ax, ((model, corpus, phase), g) in zip(axes.flat, groups, strict=False):
@@ -198,7 +202,12 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.set_xlabel("ratio of output tok/s within a repeat (log scale)", fontsize=8)
         ax.set_title(f"{model} / {corpus} ({phase})", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
-    _suptitle(fig, "Paired comparisons: geometric mean over repeats, 95% CI (n >= 3)", note, 5.2 * min(2, len(groups)))
+    _suptitle(
+        fig,
+        "Paired comparisons: geometric mean over repeats, 95% CI (n >= 3); k/n = repeats that favour the numerator",
+        note,
+        5.2 * min(2, len(groups)),
+    )
     fig.tight_layout()
     return fig
 
