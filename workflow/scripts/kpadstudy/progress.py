@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from datetime import datetime
 from pathlib import Path
@@ -123,7 +124,7 @@ def progress(root: str | Path = ".", now: float | None = None) -> dict[str, Any]
             running.append(log_dir.relative_to(logs).as_posix())
     total = len(sweep) + max(int(plan.get("confirm_expected", 0)), len(confirm))
     done = len(records)
-    run_s = _median(walls)
+    run_s = statistics.median(walls) if walls else None
     parallel = max(1, len(running) + 1)
     left = max(0, total - done)
     eta = None if run_s is None else (0.0 if left == 0 else math.ceil(left / parallel) * run_s)
@@ -133,19 +134,11 @@ def progress(root: str | Path = ".", now: float | None = None) -> dict[str, Any]
         "by_status": dict(sorted(by_status.items())),
         "running": running,
         "run_s": run_s,
-        "boot_s": _median(boots),
+        "boot_s": statistics.median(boots) if boots else None,
         "parallel": parallel,
         "eta_s": eta,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
     }
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def _duration(seconds: float | None) -> str:
