@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from kpadstudy import execute, plan, record, runs, stepcost
+from kpadstudy import execute, paired, plan, record, runs, stepcost
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85, "max_model_len": 4096, "seed": 0}
@@ -214,6 +214,43 @@ def test_real_draft_tokens_by_position_and_their_acceptance():
     a = record.acceptance([30.0, 12.0, 3.0, 0.0], m["real_draft_per_position"], 45.0, 70)
     assert a == {"acceptance_rate_real": 45 / 70, "acceptance_rate_per_position": [0.75, 0.6, 0.3, None]}
     assert record.acceptance([], [], None, 0) == {"acceptance_rate_real": None, "acceptance_rate_per_position": []}
+
+
+def test_draft_length_histograms_and_kpadauto_counters():
+    before = {"scheduler": {"verified_draft_len2": 5, "auto_steps_len0": 1, "auto_steps_len2": 3, "cut_tokens": 4}}
+    after = {
+        "scheduler": {
+            "verified_draft_len2": 25,
+            "verified_draft_len8": 40,
+            "auto_steps_len0": 11,
+            "auto_steps_len2": 3,
+            "auto_steps_len8": 6,
+            "cut_tokens": 10,
+            "auto_explore_steps": 2,
+            "auto_overhead_us": 1500,
+        }
+    }
+    m = record.step_measures(before, after)
+    # verified request-steps by draft length 0..8: 20 at 2 and 40 at 8 -> vLLM's draft tokens 2 x 20 + 8 x 40 = 360
+    assert m["verified_drafts_by_length"] == [0, 0, 20, 0, 0, 0, 0, 0, 40]
+    assert m["auto_steps_by_length"] == [10, 0, 0, 0, 0, 0, 0, 0, 6]
+    assert (m["kpad_cut_tokens"], m["kpad_auto_explore_steps"], m["auto_overhead_ms"]) == (6, 2, 1.5)
+    empty = record.step_measures({}, {})
+    assert (empty["verified_drafts_by_length"], empty["auto_steps_by_length"], empty["auto_overhead_ms"]) == (
+        [],
+        [],
+        None,
+    )
+
+
+def test_kpadauto_is_compared_with_every_fixed_k_and_van_variants():
+    names = ["van", "vansync", "suf", "kpad4", "kpad8", "nopad8", "kpadauto8"]
+    methods = {"van": "van", "vansync": "van", "suf": "suf", "kpad4": "kpad", "kpad8": "kpad", "nopad8": "nopad"}
+    methods["kpadauto8"] = "kpadauto"
+    ks = {"van": 0, "vansync": 0, "suf": 32, "kpad4": 4, "kpad8": 8, "nopad8": 8, "kpadauto8": 8}
+    pairs = paired.comparisons(names, methods, ks)
+    assert pairs[:4] == [("kpad8", "nopad8"), ("kpadauto8", "kpad4"), ("kpadauto8", "kpad8"), ("kpadauto8", "vansync")]
+    assert ("kpadauto8", "van") in pairs and ("kpadauto8", "suf") in pairs
 
 
 def test_the_two_k_bar_models_and_which_fits():

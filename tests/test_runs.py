@@ -185,6 +185,7 @@ def test_describe_flattens_configuration():
         "speculative_options": "{}",
         "server_args": "{}",
         "capture_sizing": True,
+        "lengths": "",
     }
     json.dumps(d)
 

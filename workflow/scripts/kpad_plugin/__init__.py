@@ -14,8 +14,14 @@ On CPU there are no cudagraphs: padding only adds verification work there and ma
 Loaded by vLLM through the entry point ``kpad`` in group ``vllm.general_plugins``
 (``kpad_plugin-0.1.0.dist-info`` beside this package; name it in ``VLLM_PLUGINS=kpad``).
 
+With ``KPAD_AUTO_LENGTHS`` set as well (configuration method ``kpadauto``) each decode step's drafts are
+padded or cut to one length chosen per step from that set (``kpad_plugin.auto``), and FULL cudagraphs are
+captured for every length of the set (vLLM 0.26 captures them for ``1 + K`` only).
+
 Environment:
     VLLM_SUFFIX_PAD_UNIFORM=1          pad drafts (otherwise the scheduler is left as vLLM ships it).
+    KPAD_AUTO_LENGTHS=0,2,4,8,12       with the flag above: adaptive K-pad over these draft lengths (largest = K).
+    KPAD_AUTO_EXPLORE_EVERY=64         every n-th decode step tries the next longer length (``auto``).
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -24,6 +30,8 @@ Environment:
 
 from __future__ import annotations
 
+import bisect
+import inspect
 import json
 import logging
 import os
@@ -31,6 +39,8 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+from . import auto
 
 log = logging.getLogger("vllm.kpad_plugin")
 
@@ -40,6 +50,7 @@ ENV_ALLOW = "KPAD_ALLOW_UNSUPPORTED_VLLM"
 ENV_STATS = "KPAD_STATS_DIR"
 SUPPORTED_VLLM = ("0.26.0", "0.32.0")
 LOADED_MESSAGE = "K-pad plugin active: suffix drafts padded to K with -1"
+AUTO_MESSAGE = "K-pad plugin: adaptive draft lengths"
 
 
 class UnsupportedVllmError(RuntimeError):
@@ -120,9 +131,13 @@ class Stats:
     """Counters of one process, written as JSON to ``<dir>/<role>-<pid>.json`` by a daemon thread.
 
     Scheduler counters (role ``scheduler``; every speculative method, suffix and ngram alike):
-    ``draft_requests`` (request-steps given a draft slot), ``real_draft_tokens``, ``real_draft_tokens_pos<i>``
-    (request-steps whose real draft reached draft position i, 0-based: real draft tokens by position),
-    ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``.
+    ``draft_requests`` (request-steps given a draft slot), ``real_draft_tokens`` (real draft tokens sent to be
+    verified), ``real_draft_tokens_pos<i>`` (request-steps whose real draft reached draft position i, 0-based:
+    real draft tokens by position),
+    ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``, ``cut_tokens`` (real draft tokens that
+    ``kpadauto`` cut off), ``verified_draft_len<n>`` (verified request-steps whose draft, pads included, had n
+    tokens: vLLM's draft tokens = sum of n x count). ``kpadauto`` only: ``auto_steps_len<L>`` (steps whose
+    drafts were given length L), ``auto_explore_steps``, ``auto_overhead_us`` (last estimate of O).
     ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
@@ -141,6 +156,12 @@ class Stats:
     def add(self, **counts: int) -> None:
         with self.lock:
             self.counts.update(counts)
+
+    def set(self, **values: int) -> None:
+        """Set gauges (values that replace, not add)."""
+        with self.lock:
+            for key, value in values.items():
+                self.counts[key] = value
 
     def flush(self) -> None:
         with self.lock:
@@ -179,6 +200,27 @@ def _stats_for(role: str) -> Stats | None:
 # ----------------------------------------------------------------------------- patches
 
 
+class AutoState:
+    """The scheduler's state of ``kpadauto``: lengths, acceptance counts, step costs, the step being timed."""
+
+    def __init__(self, lengths: tuple[int, ...], k_max: int, explore_every: int):
+        self.lengths = lengths
+        self.acceptance = auto.AcceptanceByPosition(k_max)
+        self.costs: auto.StepCosts | None = auto.StepCosts(_AUTO_COSTS) if _AUTO_COSTS else None
+        self.explore_every = max(int(explore_every), 0)
+        self.steps = 0
+        self.schedule_started: float | None = None
+
+
+_AUTO_COSTS: dict[int, list[tuple[int, float]]] = {}  # filled in the engine process before its scheduler starts
+
+
+def auto_lengths(k_max: int) -> tuple[int, ...] | None:
+    """The ``kpadauto`` lengths from ``KPAD_AUTO_LENGTHS`` (None when unset); raises as :func:`auto.parse_lengths`."""
+    text = os.environ.get(auto.ENV_LENGTHS, "").strip()
+    return auto.parse_lengths(text, k_max) if text else None
+
+
 def _patch_scheduler(pad: bool) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -186,14 +228,70 @@ def _patch_scheduler(pad: bool) -> None:
     if getattr(original, "_kpad_patched", False):
         return
     original_init = Scheduler.__init__
+    original_schedule = Scheduler.schedule
+    original_update = Scheduler.update_from_output
 
     def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003 - vLLM's own signature
         original_init(self, *args, **kwargs)
         stats = _stats_for("scheduler")
         if stats is not None:
             stats.add(async_scheduling=int(bool(getattr(self.scheduler_config, "async_scheduling", False))))
+        self._kpad_auto = None
+        spec = self.vllm_config.speculative_config
+        lengths = auto_lengths(self.num_spec_tokens) if pad and spec is not None and spec.method == "suffix" else None
+        if lengths is not None:
+            every = int(os.environ.get(auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY))
+            self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every)
+            log.warning(
+                "%s %s (K_max %d, explore every %d steps); step costs %s",
+                AUTO_MESSAGE,
+                list(lengths),
+                self.num_spec_tokens,
+                every,
+                "measured: " + json.dumps(_AUTO_COSTS) if _AUTO_COSTS else "NOT measured: padding to the longest draft",
+            )
 
     Scheduler.__init__ = __init__
+
+    def schedule(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        if getattr(self, "_kpad_auto", None) is not None:
+            self._kpad_auto.schedule_started = time.perf_counter()
+        return original_schedule(self, *args, **kwargs)
+
+    Scheduler.schedule = schedule
+
+    def update_from_output(self, scheduler_output, model_runner_output):  # noqa: ANN001
+        now = time.perf_counter()
+        spec_tokens = getattr(scheduler_output, "scheduled_spec_decode_tokens", None) or {}
+        state = getattr(self, "_kpad_auto", None)
+        counts: Counter = Counter()
+        sampled = model_runner_output.sampled_token_ids
+        index = model_runner_output.req_id_to_index
+        for req_id, ids in spec_tokens.items():
+            if not ids or req_id not in index or not sampled:
+                continue
+            generated = sampled[index[req_id]]
+            if not len(generated):
+                continue
+            counts[f"verified_draft_len{len(ids)}"] += 1
+            if state is not None:
+                real = next((i for i, t in enumerate(ids) if t == PAD_TOKEN_ID), len(ids))
+                state.acceptance.observe(real, len(generated) - 1)
+        if state is not None and state.costs is not None and state.schedule_started is not None:
+            scheduled = scheduler_output.num_scheduled_tokens
+            lens = {len(spec_tokens.get(r) or ()) for r in scheduled}
+            decode_only = not scheduler_output.scheduled_new_reqs and all(
+                n == 1 + len(spec_tokens.get(r) or ()) for r, n in scheduled.items()
+            )
+            if scheduled and decode_only and len(lens) == 1:
+                state.costs.observe_step(lens.pop(), len(scheduled), now - state.schedule_started)
+            state.schedule_started = None
+        stats = _stats_for("scheduler")
+        if stats is not None and counts:
+            stats.add(**counts)
+        return original_update(self, scheduler_output, model_runner_output)
+
+    Scheduler.update_from_output = update_from_output
 
     def update_draft_token_ids(self, draft_token_ids):  # noqa: ANN001 - vLLM's own signature
         original(self, draft_token_ids)
@@ -203,25 +301,44 @@ def _patch_scheduler(pad: bool) -> None:
         pad_here = pad and spec.method == "suffix"  # only suffix drafts are padded; every method is counted
         stats = _stats_for("scheduler")
         k = self.num_spec_tokens
-        counts: Counter = Counter()
+        state = getattr(self, "_kpad_auto", None) if pad_here else None
+        requests = []
         for req_id in draft_token_ids.req_ids:
             request = self.requests.get(req_id)
             if request is None or request.is_finished() or request.is_prefill_chunk:
                 continue
-            real = list(request.spec_token_ids)
+            requests.append((request, list(request.spec_token_ids)))
+        counts: Counter = Counter()
+        length = k
+        if state is not None and requests:
+            state.steps += 1
+            explore = state.explore_every > 0 and state.steps % state.explore_every == 0
+            length = auto.choose_length(
+                [len(real) for _, real in requests],
+                state.lengths,
+                state.acceptance.probabilities(),
+                state.costs,
+                explore=explore,
+            )
+            counts.update({f"auto_steps_len{length}": 1, "auto_explore_steps": int(explore)})
+        for request, real in requests:
+            kept = real[:length] if state is not None else real
             if pad_here:
-                request.spec_token_ids = pad_draft(real, k, self.max_model_len - request.num_tokens - 1)
-            n_pad = len(request.spec_token_ids) - len(real)
+                request.spec_token_ids = pad_draft(kept, length, self.max_model_len - request.num_tokens - 1)
+            n_pad = len(request.spec_token_ids) - len(kept)
             counts.update(
                 draft_requests=1,
-                real_draft_tokens=len(real),
+                real_draft_tokens=len(kept),
                 pad_tokens=n_pad,
                 padded_requests=int(n_pad > 0),
-                zero_draft_requests=int(not real),
+                zero_draft_requests=int(not kept),
+                cut_tokens=len(real) - len(kept),
             )
-            counts.update({f"real_draft_tokens_pos{i}": 1 for i in range(len(real))})
+            counts.update({f"real_draft_tokens_pos{i}": 1 for i in range(len(kept))})
         if stats is not None and counts:
             stats.add(**counts)
+            if state is not None and state.costs is not None:
+                stats.set(auto_overhead_us=int(state.costs.overhead_s * 1e6))
 
     update_draft_token_ids._kpad_patched = True
     Scheduler.update_draft_token_ids = update_draft_token_ids
@@ -283,6 +400,180 @@ def _patch_v2_model_runner() -> None:
     v2.dispatch_cg_and_sync_dp = dispatch_cg_and_sync_dp
 
 
+def _patch_auto_cudagraphs(lengths: tuple[int, ...]) -> None:
+    """FULL cudagraphs for every ``kpadauto`` length (vLLM 0.26 model runner V1; absent pieces: nothing patched).
+
+    vLLM's dispatcher registers FULL uniform-decode graphs for one query length, ``1 + K``. This adds, for
+    every other length L of the set, a FULL key ``(num_tokens = (1 + L) x r, num_reqs = r, uniform)`` for
+    each request count r that ``1 + K`` has (the pair fixes the query length, so keys never collide);
+    capture then records those graphs (``_warmup_and_capture`` runs the dummy batch at that query length),
+    and at run time a uniform batch of query length 1 + L pads its request count up to the next captured r.
+    Non-uniform batches (prefills, requests near ``max_model_len``) keep vLLM's own dispatch (PIECEWISE).
+    """
+    try:
+        from vllm.config import CUDAGraphMode
+        from vllm.forward_context import BatchDescriptor
+        from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    except Exception as err:  # noqa: BLE001 - a build without these pieces has no cudagraphs to add
+        log.warning("K-pad plugin: adaptive lengths without extra cudagraphs (%s)", err)
+        return
+    if getattr(CudagraphDispatcher.initialize_cudagraph_keys, "_kpad_auto_patched", False):
+        return
+    from dataclasses import replace
+
+    original_keys = CudagraphDispatcher.initialize_cudagraph_keys
+    original_padded = CudagraphDispatcher._create_padded_batch_descriptor
+    original_determine = GPUModelRunner._determine_batch_execution_and_padding
+    original_capture = GPUModelRunner._warmup_and_capture
+    determine_signature = inspect.signature(original_determine)
+
+    def initialize_cudagraph_keys(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        original_keys(self, *args, **kwargs)
+        self._kpad_auto_q = None
+        self._kpad_auto_reqs = []
+        uniform = [d for d in self.cudagraph_keys[CUDAGraphMode.FULL] if d.uniform and d.num_reqs]
+        if not uniform:
+            return
+        default_q = self.uniform_decode_query_len
+        self._kpad_auto_reqs = sorted({d.num_reqs for d in uniform})
+        added = 0
+        for length in lengths:
+            q = 1 + length
+            if q == default_q:
+                continue
+            for d in uniform:
+                self.add_cudagraph_key(CUDAGraphMode.FULL, replace(d, num_tokens=q * d.num_reqs))
+                added += 1
+        log.warning(
+            "K-pad plugin: FULL cudagraph keys for draft lengths %s: %d added to %d (request counts %s)",
+            list(lengths),
+            added,
+            len(uniform),
+            self._kpad_auto_reqs,
+        )
+
+    def _create_padded_batch_descriptor(self, num_tokens, uniform_decode, has_lora, num_active_loras=0):  # noqa: ANN001
+        q = getattr(self, "_kpad_auto_q", None)
+        if q is None or not uniform_decode or not self.cudagraph_mode.has_mode(CUDAGraphMode.FULL):
+            return original_padded(self, num_tokens, uniform_decode, has_lora, num_active_loras)
+        reqs = self._kpad_auto_reqs
+        i = bisect.bisect_left(reqs, -(-num_tokens // q))
+        if i == len(reqs):
+            return original_padded(self, num_tokens, False, has_lora, num_active_loras)
+        return BatchDescriptor(
+            num_tokens=q * reqs[i], num_reqs=reqs[i], uniform=True, has_lora=has_lora, num_active_loras=num_active_loras
+        )
+
+    def _determine_batch_execution_and_padding(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        bound = determine_signature.bind(self, *args, **kwargs).arguments
+        q = bound["max_num_scheduled_tokens"]
+        force = bound.get("force_uniform_decode")
+        default_q = 1 + self.num_spec_tokens
+        uniform = force is True or (force is None and bound["num_tokens"] == q * bound["num_reqs"])
+        dispatcher = self.cudagraph_dispatcher
+        if q == default_q or q - 1 not in lengths or not uniform or not getattr(dispatcher, "_kpad_auto_reqs", None):
+            return original_determine(self, *args, **kwargs)
+        saved = self.uniform_decode_query_len
+        self.uniform_decode_query_len, dispatcher._kpad_auto_q = q, q
+        try:
+            return original_determine(self, *args, **kwargs)
+        finally:
+            self.uniform_decode_query_len, dispatcher._kpad_auto_q = saved, None
+
+    def _warmup_and_capture(self, desc, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        if not (desc.uniform and desc.num_reqs):
+            return original_capture(self, desc, *args, **kwargs)
+        saved = self.uniform_decode_query_len
+        self.uniform_decode_query_len = desc.num_tokens // desc.num_reqs
+        try:
+            return original_capture(self, desc, *args, **kwargs)
+        finally:
+            self.uniform_decode_query_len = saved
+
+    initialize_cudagraph_keys._kpad_auto_patched = True
+    CudagraphDispatcher.initialize_cudagraph_keys = initialize_cudagraph_keys
+    CudagraphDispatcher._create_padded_batch_descriptor = _create_padded_batch_descriptor
+    GPUModelRunner._determine_batch_execution_and_padding = _determine_batch_execution_and_padding
+    GPUModelRunner._warmup_and_capture = _warmup_and_capture
+
+
+def measure_step_costs(worker, lengths: list[int], requests: list[int], repeats: int) -> dict[int, list]:  # noqa: ANN001
+    """Forward time of uniform decode steps, in seconds, on one worker: ``{L: [(r, seconds), ...]}``.
+
+    Runs vLLM's dummy batch (``_dummy_run(num_tokens, uniform_decode=True)``, which replays the captured FULL
+    graph where there is one, else runs eager) at query length ``1 + L`` for each request count r, once to
+    warm up and then ``repeats`` times timed (CUDA synchronized). Called on every worker at once (tensor
+    parallel ranks all-reduce inside the forward) through ``collective_rpc``.
+    """
+    import torch
+
+    runner = getattr(worker, "model_runner", None) or worker.worker.model_runner
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    saved = runner.uniform_decode_query_len
+    out: dict[int, list] = {}
+    try:
+        for length in lengths:
+            q = 1 + length
+            runner.uniform_decode_query_len = q
+            points = []
+            for r in requests:
+                if q * r > runner.max_num_tokens:
+                    continue
+                runner._dummy_run(q * r, uniform_decode=True, skip_eplb=True)
+                sync()
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    runner._dummy_run(q * r, uniform_decode=True, skip_eplb=True)
+                sync()
+                points.append((r, (time.perf_counter() - start) / repeats))
+            out[length] = points
+    finally:
+        runner.uniform_decode_query_len = saved
+    return out
+
+
+def cost_request_counts(max_num_seqs: int) -> list[int]:
+    """Request counts at which step costs are measured: powers of two below ``max_num_seqs``, and it."""
+    counts, n = [], 1
+    while n < max_num_seqs:
+        counts.append(n)
+        n *= 2
+    return counts + [max_num_seqs]
+
+
+def _patch_engine_core(lengths: tuple[int, ...]) -> None:
+    """Measure ``kpadauto``'s step costs once the engine has captured its cudagraphs, before its scheduler starts.
+
+    ``EngineCore._initialize_kv_caches`` (profiling, KV cache, compile and capture) is wrapped: after it, every
+    worker runs :func:`measure_step_costs`; rank 0's table goes to the scheduler (same process). A failure is
+    logged and leaves the scheduler padding to the longest draft.
+    """
+    from vllm.v1.engine.core import EngineCore
+
+    original = EngineCore._initialize_kv_caches
+    if getattr(original, "_kpad_auto_patched", False):
+        return
+
+    def _initialize_kv_caches(self, vllm_config):  # noqa: ANN001
+        result = original(self, vllm_config)
+        repeats = int(os.environ.get("KPAD_AUTO_COST_REPEATS", "3"))
+        requests = cost_request_counts(vllm_config.scheduler_config.max_num_seqs)
+        start = time.perf_counter()
+        try:
+            tables = self.model_executor.collective_rpc(measure_step_costs, args=(list(lengths), requests, repeats))
+        except Exception as err:  # noqa: BLE001 - measured costs are an optimization; the run goes on without
+            log.warning("K-pad plugin: step costs not measured (%s): padding to the longest draft", err)
+            return result
+        _AUTO_COSTS.clear()
+        _AUTO_COSTS.update({int(k): [tuple(p) for p in v] for k, v in tables[0].items()})
+        log.warning("K-pad plugin: step costs measured in %.1f s", time.perf_counter() - start)
+        return result
+
+    _initialize_kv_caches._kpad_auto_patched = True
+    EngineCore._initialize_kv_caches = _initialize_kv_caches
+
+
 def _rank() -> int:
     try:
         import torch.distributed as dist
@@ -313,9 +604,17 @@ def register() -> None:
 
         check_version(vllm.__version__, os.environ.get(ENV_ALLOW, "0") == "1")
         check_suffix_available()
+    lengths = None
+    if pad and os.environ.get(auto.ENV_LENGTHS, "").strip():
+        lengths = auto.parse_lengths(os.environ[auto.ENV_LENGTHS])
     _patch_scheduler(pad)
+    if lengths is not None:
+        _patch_auto_cudagraphs(lengths)
+        _patch_engine_core(lengths)
     if count:
         _patch_model_runner()
         _patch_v2_model_runner()
     if pad:
-        log.warning("%s (pid %d)", LOADED_MESSAGE, os.getpid())
+        log.warning(
+            "%s (pid %d)%s", LOADED_MESSAGE, os.getpid(), f"; {AUTO_MESSAGE} {list(lengths)}" if lengths else ""
+        )

@@ -76,7 +76,8 @@ def generate(
 
     Returns:
         ``{"token_ids": [[...], ...], "texts": [...], "spec": {vLLM's spec-decode counters after the
-        prompts, before the extra requests}, "extra": [{"token_ids", "text", "finish_reason"}]}``.
+        prompts, before the extra requests}, "stats": {the K-pad plugin's counters at the same moment},
+        "extra": [{"token_ids", "text", "finish_reason"}]}``.
     """
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
@@ -104,6 +105,7 @@ def generate(
         "token_ids": [list(o.outputs[0].token_ids) for o in outs],
         "texts": [o.outputs[0].text for o in outs],
         "spec": _spec_counters(llm),
+        "stats": _plugin_counters(),
         "extra": [],
     }
     for req in extra_requests or []:
@@ -125,6 +127,19 @@ def generate(
             }
         )
     return result
+
+
+def _plugin_counters() -> dict[str, dict[str, int]]:
+    """The K-pad plugin's counters of this process so far, ``{role: counters}`` (empty without ``KPAD_STATS_DIR``).
+
+    The engine core runs in this process (:func:`run_side`), so flushing here makes the files current.
+    """
+    import kpad_plugin
+
+    for stats in kpad_plugin._stats.values():
+        stats.flush()
+    directory = os.environ.get(kpad_plugin.ENV_STATS)
+    return {role: dict(c) for role, c in kpad_plugin.read_stats(directory).items()} if directory else {}
 
 
 def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
@@ -155,8 +170,11 @@ def run_side(
     node: dict[str, Any] | None = None,
     cpu_list: str | None = None,
     cuda_visible_devices: list[str] | None = None,
+    lengths: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
+
+    ``lengths`` (with ``pad``): adaptive K-pad (``kpadauto``) over these draft lengths, the largest = ``k``.
 
     The process gets a server's environment (:func:`kpadstudy.runs.server_env`: our plugin named,
     padding flag, ``kvcache_space_gib`` of KV cache on CPU, ``cuda_visible_devices``), with the engine core
@@ -165,8 +183,15 @@ def run_side(
     Raises:
         RuntimeError: the process failed (its output is in the message).
     """
+    method = ("kpadauto" if lengths else "kpad") if pad else "nopad"
     side = runs.Configuration(
-        f"{'kpad' if pad else 'nopad'}{k}", "kpad" if pad else "nopad", k, pad, "FULL_AND_PIECEWISE", 0.9
+        f"{method}{k}",
+        method,
+        k,
+        pad,
+        "FULL_AND_PIECEWISE",
+        0.9,
+        lengths=runs.auto_lengths(lengths, k, "equivalence") if pad and lengths else (),
     )
     node = node or {}
     # vLLM's internal ports in a locked block; its IPC sockets and temporary files in a scratch folder removed after

@@ -70,7 +70,19 @@ def gpu_driver_version() -> str | None:
     return next((ln for ln in lines if ln), None)
 
 
-STAT_KEYS = ("draft_requests", "real_draft_tokens", "pad_tokens", "padded_requests", "zero_draft_requests")
+STAT_KEYS = (
+    "draft_requests",
+    "real_draft_tokens",
+    "pad_tokens",
+    "padded_requests",
+    "zero_draft_requests",
+    "cut_tokens",
+    "auto_explore_steps",
+)
+HISTOGRAMS = {  # record column -> scheduler counter prefix (counter <prefix><n>: count at n)
+    "verified_drafts_by_length": "verified_draft_len",  # verified request-steps by draft length n (pads included)
+    "auto_steps_by_length": "auto_steps_len",  # kpadauto: steps whose drafts were given length L
+}
 MODES = ("FULL", "PIECEWISE", "NONE")
 POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
 
@@ -108,6 +120,9 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     Returns:
         ``kpad_<counter>`` for the scheduler counters, ``real_draft_per_position`` (real draft tokens by
         draft position, 0-based: request-steps whose real draft reached that position; pads excluded),
+        ``verified_drafts_by_length`` [n] (verified request-steps whose draft had n tokens, pads included:
+        vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
+        L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
         ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
         = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
         prompt tokens.
@@ -125,12 +140,24 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     out["real_draft_per_position"] = (
         [delta("scheduler", f"{POSITION_KEY}{i}") for i in range(positions[-1] + 1)] if positions else []
     )
+    for column, prefix in HISTOGRAMS.items():
+        out[column] = _histogram(before.get("scheduler", {}), after.get("scheduler", {}), prefix)
+    overhead = after.get("scheduler", {}).get("auto_overhead_us")
+    out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
     for mode in MODES:
         out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
         out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
     decode = sum(out[f"decode_steps_{m}"] for m in MODES)
     out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
     return out
+
+
+def _histogram(before: dict, after: dict, prefix: str) -> list[int]:
+    """Counters ``<prefix><n>`` as a list indexed by n (0 where absent), the measured prompts' part (after - before)."""
+    ns = [int(key.removeprefix(prefix)) for key in set(before) | set(after) if key.startswith(prefix)]
+    if not ns:
+        return []
+    return [int(after.get(f"{prefix}{n}", 0)) - int(before.get(f"{prefix}{n}", 0)) for n in range(max(ns) + 1)]
 
 
 def classify(

@@ -4,7 +4,9 @@ Words (used everywhere in this project):
     cell           (model, corpus), as in the study's 77 cells.
     configuration  a named server setting: method ``van`` (no speculation), ``suf`` (suffix decoding),
                    ``ngram`` (vLLM's prompt-lookup drafter), ``kpad`` (suffix decoding, drafts padded to K),
-                   ``nopad`` (suffix decoding at a kpad K, unpadded), with its K and server overrides.
+                   ``nopad`` (suffix decoding at a kpad K, unpadded), ``kpadauto`` (suffix decoding, each decode
+                   step's drafts padded or cut to a length chosen per step from a set up to K; the plugin's
+                   ``kpad_plugin.auto``), with its K and server overrides.
     run            (model, corpus, configuration, repeat): one fresh ``vllm serve``.
 
 Server parameters and benchmark parameters are separate data, combined into command lines here and
@@ -23,9 +25,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PLUGIN_NAME = "kpad"
-METHODS = ("van", "suf", "ngram", "kpad", "nopad")
-SUFFIX_METHODS = ("suf", "kpad", "nopad")  # drafts from arctic-inference's suffix tree
-VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "ngram": "ngram"}  # speculative_config.method
+METHODS = ("van", "suf", "ngram", "kpad", "nopad", "kpadauto")
+SUFFIX_METHODS = ("suf", "kpad", "nopad", "kpadauto")  # drafts from arctic-inference's suffix tree
+PADDED_METHODS = ("kpad", "kpadauto")  # the K-pad patch pads their drafts (VLLM_SUFFIX_PAD_UNIFORM=1)
+VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "kpadauto": "suffix", "ngram": "ngram"}
+AUTO_LENGTHS = (0, 2, 4, 8)  # kpadauto's draft lengths below K when the entry gives none
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")  # safe as a path part and a wildcard
 
 
@@ -37,7 +41,7 @@ class Configuration:
         name: label used in paths and tables: ``van``, ``suf``, ``kpad8``, ``nopad8``, ``ngram7``, ``trident``.
         method: one of :data:`METHODS`.
         k: ``num_speculative_tokens`` (0 for ``van``).
-        pad: whether the K-pad patch pads drafts to K (``VLLM_SUFFIX_PAD_UNIFORM=1``; method ``kpad``).
+        pad: whether the K-pad patch pads drafts (``VLLM_SUFFIX_PAD_UNIFORM=1``; methods ``kpad``, ``kpadauto``).
         cudagraph_mode: vLLM ``compilation_config.cudagraph_mode`` requested.
         gpu_memory_utilization: fraction of GPU memory vLLM may use.
         speculative_options: more keys of vLLM's speculative config (e.g. ``prompt_lookup_min``).
@@ -45,6 +49,8 @@ class Configuration:
             ``kv_cache_dtype: fp8``, ``max_num_batched_tokens: 8192``).
         capture_sizing: for ``kpad`` on a GPU, whether the server gets capture sizes up to concurrency x
             (1 + K) (:func:`capture_sizes`; config ``server.capture_sizing``, or the entry's own key).
+        lengths: ``kpadauto`` only: the draft lengths a step may take, sorted, the largest = ``k``
+            (``KPAD_AUTO_LENGTHS``); empty for every other method.
     """
 
     name: str
@@ -56,6 +62,7 @@ class Configuration:
     speculative_options: dict[str, Any] = field(default_factory=dict)
     server_args: dict[str, Any] = field(default_factory=dict)
     capture_sizing: bool = True
+    lengths: tuple[int, ...] = ()
 
     @property
     def speculative(self) -> bool:
@@ -167,13 +174,31 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 name=name,
                 method=method,
                 k=k,
-                pad=method == "kpad",
+                pad=method in PADDED_METHODS,
                 cudagraph_mode=entry.get("cudagraph_mode", server["cudagraph_mode"]),
                 gpu_memory_utilization=entry.get("gpu_memory_utilization", server["gpu_memory_utilization"]),
                 speculative_options=options,
                 server_args=dict(entry.get("server_args") or {}),
                 capture_sizing=bool(entry.get("capture_sizing", server.get("capture_sizing", True))),
+                lengths=auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else (),
             )
+        )
+    return out
+
+
+def auto_lengths(lengths: list[int] | None, k: int, where: str) -> tuple[int, ...]:
+    """A ``kpadauto`` entry's draft lengths: ``lengths`` as given, or :data:`AUTO_LENGTHS` below ``k`` and ``k``.
+
+    Example: ``auto_lengths(None, 12, "")`` -> ``(0, 2, 4, 8, 12)``.
+
+    Raises:
+        ValueError: fewer than two lengths, a negative one, or a largest length other than ``k`` (the
+            longest draft suffix decoding proposes); the message names the entry.
+    """
+    out = tuple(sorted({int(n) for n in lengths})) if lengths else tuple(n for n in AUTO_LENGTHS if n < k) + (k,)
+    if len(out) < 2 or out[0] < 0 or out[-1] != k:
+        raise ValueError(
+            f"{where}: kpadauto lengths {list(out)} must hold at least two lengths >= 0, the largest equal to k ({k})"
         )
     return out
 
@@ -374,7 +399,8 @@ def server_env(
     (the GPUs :mod:`kpadstudy.gpus` gave the run) sets ``CUDA_VISIBLE_DEVICES``; None leaves it as it is.
 
     ``VLLM_PLUGINS`` names only our plugin (an empty value would load no plugin at all, and an unset one
-    would also load arctic-inference's); ``VLLM_SUFFIX_PAD_UNIFORM`` is ``1`` only for ``kpad``.
+    would also load arctic-inference's); ``VLLM_SUFFIX_PAD_UNIFORM`` is ``1`` only for ``kpad`` and ``kpadauto``,
+    ``KPAD_AUTO_LENGTHS`` (``0,2,4,8,12``) is set only for ``kpadauto``.
     ``plugin_path`` (the folder holding ``kpad_plugin`` and its dist-info) goes first on ``PYTHONPATH``.
 
     ``scratch_dir`` (the run's own temporary folder, removed after it) receives vLLM's ZMQ IPC sockets
@@ -387,6 +413,9 @@ def server_env(
     env["ARCTIC_INFERENCE_ENABLED"] = "0"  # arctic-inference's own vLLM patches stay off; its suffix tree is used
     env["VLLM_PLUGINS"] = PLUGIN_NAME
     env["VLLM_SUFFIX_PAD_UNIFORM"] = "1" if configuration.pad else "0"
+    env.pop("KPAD_AUTO_LENGTHS", None)
+    if configuration.lengths:
+        env["KPAD_AUTO_LENGTHS"] = ",".join(str(n) for n in configuration.lengths)
     env["VLLM_PORT"] = str(vllm_port)
     if cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(cuda_visible_devices)
@@ -476,11 +505,12 @@ def warmup_args(dataset_path: str, num_prompts: int) -> list[str]:
 def describe(configuration: Configuration) -> dict[str, Any]:
     """The configuration as a flat dict of table columns (``configuration`` = its name).
 
-    ``speculative_options`` and ``server_args`` become JSON text (``"{}"`` when empty), so every
-    configuration has the same columns in Parquet.
+    ``speculative_options`` and ``server_args`` become JSON text (``"{}"`` when empty) and ``lengths`` the text
+    ``"0,2,4,8,12"`` (``""`` for every method but kpadauto), so every configuration has the same columns in Parquet.
     """
     d = asdict(configuration)
     d["configuration"] = d.pop("name")
+    d["lengths"] = ",".join(str(n) for n in configuration.lengths)
     for key in ("speculative_options", "server_args"):
         d[key] = json.dumps(d[key], sort_keys=True)
     return d

@@ -1,0 +1,148 @@
+"""kpadauto's length rule (kpad_plugin.auto, pure functions, no vLLM): hand-computed values."""
+
+import pytest
+
+from kpad_plugin import auto, cost_request_counts
+from kpadstudy import runs
+
+
+def test_lengths_parse_sorted_once():
+    assert auto.parse_lengths("12,0,4,2,8,4", 12) == (0, 2, 4, 8, 12)
+    assert auto.parse_lengths(" 0, 8 ") == (0, 8)
+
+
+@pytest.mark.parametrize(
+    ("text", "k", "message"),
+    [
+        ("a,b", 8, r"KPAD_AUTO_LENGTHS='a,b': give comma-separated integers"),
+        ("8", 8, r"KPAD_AUTO_LENGTHS='8': give at least two lengths >= 0"),
+        ("-2,8", 8, r"at least two lengths >= 0"),
+        ("0,4,8", 12, r"the largest length must be num_speculative_tokens \(12\).*set k to 8 or add 12"),
+    ],
+)
+def test_bad_lengths_are_refused_with_the_fix(text, k, message):
+    with pytest.raises(ValueError, match=message):
+        auto.parse_lengths(text, k)
+
+
+def test_covering_length():
+    lengths = (0, 2, 4, 8, 12)
+    assert [auto.covering_length(lengths, n) for n in (0, 1, 2, 5, 12, 13)] == [0, 2, 2, 8, 12, 12]
+
+
+def test_acceptance_prior_is_the_position_before():
+    a = auto.AcceptanceByPosition(3)
+    assert a.probabilities() == [1.0, 1.0, 1.0]  # nothing verified: optimistic
+    a.observe(2, 1)  # positions 0, 1 drafted; position 0 accepted
+    # p0 = (1 + 1 x 1) / (1 + 1) = 1; p1 = (0 + 1 x 1) / (1 + 1) = 0.5; p2 (never drafted) = p1
+    assert a.probabilities() == [1.0, 0.5, 0.5]
+    a.observe(9, 9)  # clipped to max_len 3, all accepted
+    assert (a.reached, a.accepted) == ([2, 2, 1], [2, 1, 1])
+    # p0 = (2 + 1) / 3 = 1; p1 = (1 + 1) / 3; p2 = min(p1, (1 + 2/3) / 2)
+    assert a.probabilities() == pytest.approx([1.0, 2 / 3, 2 / 3])
+
+
+def test_acceptance_never_counts_more_accepted_than_drafted():
+    a = auto.AcceptanceByPosition(4)
+    a.observe(1, 3)  # a pad can never be accepted: 3 accepted of 1 real draft token -> 1
+    a.observe(0, 2)
+    assert (a.reached, a.accepted) == ([1, 0, 0, 0], [1, 0, 0, 0])
+
+
+def test_expected_tokens_counts_one_per_request_and_accepted_drafts():
+    p = [0.5, 0.25, 0.1]
+    # requests with 0, 1 and 3 real draft tokens at L = 2: (1) + (1 + 0.5) + (1 + 0.5 + 0.25)
+    assert auto.expected_tokens([0, 1, 3], 2, p) == pytest.approx(4.25)
+    assert auto.expected_tokens([0, 1, 3], 0, p) == 3
+
+
+def test_step_costs_interpolate_and_learn_the_overhead():
+    c = auto.StepCosts({0: [(1, 0.010), (4, 0.016)], 8: [(32, 0.05)]})
+    assert c.forward(0, 2) == pytest.approx(0.012)
+    assert c.forward(0, 8) == pytest.approx(0.024)  # beyond the last count: the last two extrapolated
+    assert c.forward(8, 3) == 0.05  # one point: constant
+    assert c.cost(0, 2) == pytest.approx(0.012)  # no overhead measured yet
+    c.observe_step(0, 2, 0.020)
+    assert c.overhead_s == pytest.approx(0.008)
+    c.observe_step(0, 2, 0.030)
+    assert c.overhead_s == pytest.approx(0.95 * 0.008 + 0.05 * 0.018)
+    c.observe_step(4, 2, 1.0)  # a length without a measured cost: ignored
+    c.observe_step(0, 2, float("nan"))
+    assert c.samples == 2
+    with pytest.raises(KeyError):
+        c.forward(4, 2)
+
+
+def _costs(seconds: dict[int, float], overhead: float = 0.001) -> auto.StepCosts:
+    return auto.StepCosts({n: [(32, s)] for n, s in seconds.items()}, overhead_s=overhead, samples=1)
+
+
+LENGTHS = (0, 2, 4, 8)
+P_HIGH = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+
+
+def test_no_acceptance_chooses_a_plain_decode_step_although_drafts_exist():
+    # the 8B-sized random model: about half the requests carry a 1-token draft, none is ever accepted
+    real = [1] * 17 + [0] * 15
+    costs = _costs({0: 0.006, 2: 0.008, 4: 0.009, 8: 0.012})
+    assert auto.choose_length(real, LENGTHS, [0.0] * 8, costs) == 0
+    assert auto.choose_length(real, LENGTHS, [0.0] * 8, costs, explore=True) == 2  # the next longer length
+
+
+def test_high_acceptance_and_flat_cost_choose_the_longest_length():
+    # tokens: L8 32 x 5.4 = 172.8 / 0.013 = 13,292 per s; L4 32 x 4.0 / 0.010 = 12,800; L2 86.4 / 0.009
+    costs = _costs({0: 0.006, 2: 0.008, 4: 0.009, 8: 0.012})
+    assert auto.choose_length([8] * 32, LENGTHS, P_HIGH, costs) == 8
+    assert auto.choose_length([8] * 32, LENGTHS, P_HIGH, costs, explore=True) == 8  # nothing longer to try
+
+
+def test_expensive_long_steps_choose_a_middle_length():
+    # L8 172.8 / 0.017 = 10,165 per s; L4 128 / 0.009 = 14,222; L2 86.4 / 0.008 = 10,800
+    costs = _costs({0: 0.006, 2: 0.007, 4: 0.008, 8: 0.016})
+    assert auto.choose_length([8] * 32, LENGTHS, P_HIGH, costs) == 4
+
+
+def test_length_never_exceeds_the_one_covering_the_longest_draft():
+    costs = _costs({0: 0.010, 2: 0.010, 4: 0.010, 8: 0.001})  # L8 cheapest (noise), but no draft is longer than 3
+    assert auto.choose_length([3, 1, 0], LENGTHS, P_HIGH, costs) == 4
+    assert auto.choose_length([0, 0], LENGTHS, P_HIGH, costs) == 0
+
+
+def test_ties_go_to_the_shorter_length_and_no_costs_pad_to_the_longest_draft():
+    assert auto.choose_length([8, 8], LENGTHS, [0.0] * 8, _costs(dict.fromkeys(LENGTHS, 0.01))) == 0
+    assert auto.choose_length([5, 1], LENGTHS, [0.0] * 8, None) == 8
+
+
+def test_cost_request_counts():
+    assert cost_request_counts(32) == [1, 2, 4, 8, 16, 32]
+    assert cost_request_counts(24) == [1, 2, 4, 8, 16, 24]
+    assert cost_request_counts(1) == [1]
+
+
+def test_kpadauto_configuration_lengths_and_environment():
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    cfg = {"server": server, "configurations": [{"method": "kpadauto", "k": 12}, {"method": "kpad", "k": 8}]}
+    auto_cfg, kpad = runs.configurations(cfg)
+    assert (auto_cfg.name, auto_cfg.pad, auto_cfg.suffix, auto_cfg.lengths) == (
+        "kpadauto12",
+        True,
+        True,
+        (0, 2, 4, 8, 12),
+    )
+    assert kpad.lengths == ()
+    env = runs.server_env(
+        {"KPAD_AUTO_LENGTHS": "stale"}, configuration=auto_cfg, server={}, device="cuda", plugin_path="/p", vllm_port=1
+    )
+    assert (env["VLLM_SUFFIX_PAD_UNIFORM"], env["KPAD_AUTO_LENGTHS"]) == ("1", "0,2,4,8,12")
+    env = runs.server_env(
+        {"KPAD_AUTO_LENGTHS": "stale"}, configuration=kpad, server={}, device="cuda", plugin_path="/p", vllm_port=1
+    )
+    assert "KPAD_AUTO_LENGTHS" not in env
+    given = runs.configurations(
+        {"server": server, "configurations": [{"method": "kpadauto", "k": 6, "lengths": [6, 0, 3]}]}
+    )
+    assert given[0].lengths == (0, 3, 6)
+    with pytest.raises(
+        ValueError, match=r"configurations\[0\]: kpadauto lengths \[0, 4\] must hold .* equal to k \(6\)"
+    ):
+        runs.configurations({"server": server, "configurations": [{"method": "kpadauto", "k": 6, "lengths": [0, 4]}]})

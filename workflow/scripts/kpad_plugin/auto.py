@@ -1,0 +1,198 @@
+"""Adaptive K-pad (configuration method ``kpadauto``): the rule that picks each decode step's draft length.
+
+Fixed K-pad pads every draft to one K. ``kpadauto`` pads (or cuts) every draft of a decode step to one length L
+from a small set (for example 0, 2, 4, 8, 12; K_max = the largest), chosen per step to maximize expected
+output tokens per second of step time; a FULL cudagraph is captured for every length (see ``__init__``), so
+the step still replays one. L = 0 is a plain one-token decode step, as van's.
+
+The rule (this module; no vLLM needed):
+
+    tokens(L) = sum over the step's requests r of  1 + sum_{i < min(L, len_r)} p_i
+    cost(L)   = O + F(L, n)
+    L*        = argmax_L  tokens(L) / cost(L)      over the lengths up to the one covering the longest draft
+
+where ``len_r`` is request r's real draft length (suffix decoding's proposal after vLLM's checks), ``p_i``
+the probability that a real draft token at position i is accepted (accepted drafts are a prefix, so this is
+the chance that the first i + 1 draft tokens all are; estimated from the run's own verified steps,
+:class:`AcceptanceByPosition`), ``F(L, n)`` the forward time of a uniform step of n requests at length L
+measured at server start (:class:`StepCosts`) and ``O`` the rest of a step (scheduling, sampling, the
+suffix proposer), measured online as step time minus F. This is the expected-speed rule of speculative
+decoding (Leviathan et al. 2023, section 3.5: expected tokens per step over step cost), with the acceptance
+taken by draft position instead of a constant rate.
+
+Unobserved positions take the estimate of the position before (an optimistic prior: never-tried lengths
+look as good as the last tried one until measured), and every ``explore_every``-th step takes the next
+longer length than L* (up to the covering one), so a length once dropped is measured again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+ENV_LENGTHS = "KPAD_AUTO_LENGTHS"
+ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
+DEFAULT_EXPLORE_EVERY = 64
+PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
+
+
+def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
+    """``"0,2,4,8,12"`` -> ``(0, 2, 4, 8, 12)``: the draft lengths of ``kpadauto``, sorted, each once.
+
+    Args:
+        text: comma-separated integers (the value of ``KPAD_AUTO_LENGTHS``).
+        k_max: ``num_speculative_tokens`` of the server; the largest length must equal it (None: not checked).
+
+    Raises:
+        ValueError: a non-integer, a negative length, fewer than two lengths, or a largest length other
+            than ``k_max``; the message names ``KPAD_AUTO_LENGTHS`` and the fix.
+    """
+    try:
+        lengths = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"{ENV_LENGTHS}={text!r}: give comma-separated integers, e.g. 0,2,4,8,12") from None
+    if len(lengths) < 2 or lengths[0] < 0:
+        raise ValueError(f"{ENV_LENGTHS}={text!r}: give at least two lengths >= 0, e.g. 0,2,4,8,12")
+    if k_max is not None and lengths[-1] != k_max:
+        raise ValueError(
+            f"{ENV_LENGTHS}={text!r}: the largest length must be num_speculative_tokens ({k_max}), "
+            f"the longest draft suffix decoding proposes; set k to {lengths[-1]} or add {k_max} to the lengths"
+        )
+    return tuple(lengths)
+
+
+def covering_length(lengths: Sequence[int], longest: int) -> int:
+    """The smallest length in ``lengths`` (sorted) that holds a draft of ``longest`` tokens (the largest when none)."""
+    i = bisect.bisect_left(lengths, longest)
+    return lengths[min(i, len(lengths) - 1)]
+
+
+@dataclass
+class AcceptanceByPosition:
+    """Counts of verified real draft tokens by draft position, and the acceptance estimate ``p_i`` from them.
+
+    ``reached[i]``: request-steps whose verified real draft had a token at position i (0-based);
+    ``accepted[i]``: those whose token at position i was accepted (accepted drafts are a prefix).
+    ``p(i)`` = (accepted[i] + w p(i-1)) / (reached[i] + w), p(-1) = 1, w = :data:`PRIOR_WEIGHT`.
+    """
+
+    max_len: int
+    reached: list[float] = field(default_factory=list)
+    accepted: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.reached = [0.0] * self.max_len
+        self.accepted = [0.0] * self.max_len
+
+    def observe(self, real_len: int, num_accepted: int) -> None:
+        """One verified request-step: ``real_len`` real draft tokens sent, ``num_accepted`` of them accepted.
+
+        ``num_accepted`` is clipped to ``[0, real_len]`` (pads are never accepted) and ``real_len`` to ``max_len``.
+        """
+        real_len = max(0, min(real_len, self.max_len))
+        num_accepted = max(0, min(num_accepted, real_len))
+        for i in range(real_len):
+            self.reached[i] += 1
+        for i in range(num_accepted):
+            self.accepted[i] += 1
+
+    def probabilities(self) -> list[float]:
+        """``[p_0, ..., p_{max_len-1}]``, non-increasing (each at most the one before)."""
+        out, prev = [], 1.0
+        for reached, accepted in zip(self.reached, self.accepted, strict=True):
+            p = min(prev, (accepted + PRIOR_WEIGHT * prev) / (reached + PRIOR_WEIGHT))
+            out.append(p)
+            prev = p
+        return out
+
+
+def expected_tokens(real_lens: Sequence[int], length: int, p: Sequence[float]) -> float:
+    """Expected output tokens of one step: ``sum_r (1 + sum_{i < min(length, len_r)} p_i)``.
+
+    Args:
+        real_lens: real draft length of each request of the step.
+        length: the step's draft length L (drafts longer than L are cut to L).
+        p: acceptance by position, :meth:`AcceptanceByPosition.probabilities`.
+    """
+    prefix = [0.0]
+    for value in p:
+        prefix.append(prefix[-1] + value)
+    return sum(1.0 + prefix[min(length, n, len(p))] for n in real_lens)
+
+
+@dataclass
+class StepCosts:
+    """Forward time of a uniform decode step, by draft length and request count, measured at server start.
+
+    ``table[L]`` = sorted ``[(requests, seconds), ...]``. :meth:`forward` interpolates linearly in the request
+    count between measured counts and extrapolates from the last two beyond them.
+    ``overhead_s`` (O): the rest of a step, an exponential moving average (weight ``alpha``) of measured step
+    time minus the forward time; 0 until the first measured step.
+    """
+
+    table: dict[int, list[tuple[int, float]]]
+    alpha: float = 0.05
+    overhead_s: float = 0.0
+    samples: int = 0
+
+    def forward(self, length: int, requests: int) -> float:
+        """Seconds of the forward pass of ``requests`` requests at draft length ``length``.
+
+        Raises:
+            KeyError: ``length`` was not measured.
+        """
+        points = self.table[length]
+        if len(points) == 1:
+            return points[0][1]
+        xs = [r for r, _ in points]
+        i = min(max(bisect.bisect_left(xs, requests), 1), len(points) - 1)
+        (r0, t0), (r1, t1) = points[i - 1], points[i]
+        return max(0.0, t0 + (t1 - t0) * (requests - r0) / (r1 - r0))
+
+    def cost(self, length: int, requests: int) -> float:
+        """Seconds of one step: :attr:`overhead_s` + :meth:`forward`."""
+        return self.overhead_s + self.forward(length, requests)
+
+    def observe_step(self, length: int, requests: int, seconds: float) -> None:
+        """A measured decode step (all ``requests`` at ``length``) updates the overhead estimate."""
+        if length not in self.table or not math.isfinite(seconds) or seconds <= 0:
+            return
+        sample = max(0.0, seconds - self.forward(length, requests))
+        self.overhead_s = sample if self.samples == 0 else (1 - self.alpha) * self.overhead_s + self.alpha * sample
+        self.samples += 1
+
+
+def choose_length(
+    real_lens: Sequence[int],
+    lengths: Sequence[int],
+    p: Sequence[float],
+    costs: StepCosts | None,
+    explore: bool = False,
+) -> int:
+    """The draft length of the next decode step (module docstring: ``L* = argmax tokens(L) / cost(L)``).
+
+    Args:
+        real_lens: real draft length of each request of the step (at least one request).
+        lengths: the allowed lengths, sorted.
+        p: acceptance by position.
+        costs: the step costs; None (not measured) falls back to the covering length.
+        explore: take the next longer length than L* instead (when one is still at or below the covering one).
+
+    Returns:
+        One of ``lengths``; ties go to the shorter length.
+    """
+    cover = covering_length(lengths, max(real_lens, default=0))
+    candidates = [n for n in lengths if n <= cover]
+    if costs is None:
+        return cover
+    n = len(real_lens)
+    best, best_rate = candidates[0], -1.0
+    for length in candidates:
+        rate = expected_tokens(real_lens, length, p) / max(costs.cost(length, n), 1e-9)
+        if rate > best_rate * (1 + 1e-9):
+            best, best_rate = length, rate
+    if explore and best < cover:
+        return candidates[candidates.index(best) + 1]
+    return best
