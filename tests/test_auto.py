@@ -1,9 +1,13 @@
 """kpadauto's length rule (kpad_plugin.auto, pure functions, no vLLM): hand-computed values."""
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
+import yaml
 
 from kpad_plugin import auto, cost_request_counts
-from kpadstudy import runs
+from kpadstudy import advice, runs
 
 
 def test_lengths_parse_sorted_once():
@@ -146,3 +150,18 @@ def test_kpadauto_configuration_lengths_and_environment():
         ValueError, match=r"configurations\[0\]: kpadauto lengths \[0, 4\] must hold .* equal to k \(6\)"
     ):
         runs.configurations({"server": server, "configurations": [{"method": "kpadauto", "k": 6, "lengths": [0, 4]}]})
+
+
+def test_a_kpadauto_recommendation_serves_with_its_lengths():
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "gpu-auto.yaml").read_text())
+    config["taskset"] = {}
+    rec = {
+        "recommended": "kpadauto12",
+        "method": "kpadauto",
+        "k": 12,
+        "model": "SmolLM2-135M-Instruct",
+        "device": "cuda",
+    }
+    line = advice.command_line(pd.Series(rec), config)
+    assert "VLLM_SUFFIX_PAD_UNIFORM=1 KPAD_AUTO_LENGTHS=0,2,4,8,12 " in line
+    assert '"num_speculative_tokens": 12' in line and '"max_cudagraph_capture_size": 416' in line

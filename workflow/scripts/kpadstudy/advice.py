@@ -232,7 +232,7 @@ def command_line(
             rec["recommended"],
             rec["method"],
             k,
-            rec["method"] == "kpad",
+            rec["method"] in runs.PADDED_METHODS,
             server["cudagraph_mode"],
             server["gpu_memory_utilization"],
         )
