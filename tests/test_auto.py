@@ -150,6 +150,10 @@ def test_kpadauto_configuration_lengths_and_environment():
         ValueError, match=r"configurations\[0\]: kpadauto lengths \[0, 4\] must hold .* equal to k \(6\)"
     ):
         runs.configurations({"server": server, "configurations": [{"method": "kpadauto", "k": 6, "lengths": [0, 4]}]})
+    with pytest.raises(
+        ValueError, match=r"configurations\[0\]: lengths are for method kpadauto only \(this entry is kpad\)"
+    ):
+        runs.configurations({"server": server, "configurations": [{"method": "kpad", "k": 6, "lengths": [0, 6]}]})
 
 
 def test_a_kpadauto_recommendation_serves_with_its_lengths():
@@ -165,3 +169,38 @@ def test_a_kpadauto_recommendation_serves_with_its_lengths():
     line = advice.command_line(pd.Series(rec), config)
     assert "VLLM_SUFFIX_PAD_UNIFORM=1 KPAD_AUTO_LENGTHS=0,2,4,8,12 " in line
     assert '"num_speculative_tokens": 12' in line and '"max_cudagraph_capture_size": 416' in line
+
+
+def test_settings_from_the_environment_are_checked():
+    assert auto.env_int({}, "KPAD_AUTO_EXPLORE_EVERY", 64, 0) == 64
+    assert auto.env_int({"KPAD_AUTO_EXPLORE_EVERY": " 0 "}, "KPAD_AUTO_EXPLORE_EVERY", 64, 0) == 0
+    with pytest.raises(ValueError, match=r"^KPAD_AUTO_EXPLORE_EVERY='x': give an integer >= 0 \(default 64\)$"):
+        auto.env_int({"KPAD_AUTO_EXPLORE_EVERY": "x"}, "KPAD_AUTO_EXPLORE_EVERY", 64, 0)
+    with pytest.raises(ValueError, match=r"^KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)$"):
+        auto.env_int({"KPAD_AUTO_COST_REPEATS": "0"}, "KPAD_AUTO_COST_REPEATS", 3, 1)
+    for text in ("1_0,12", "\u0663,12", "2.5,12"):  # int() would take the first two
+        with pytest.raises(ValueError, match="give comma-separated integers"):
+            auto.parse_lengths(text, 12)
+
+
+def test_step_costs_keep_one_point_per_request_count_and_unmeasured_lengths_pad_to_the_longest_draft():
+    c = auto.StepCosts({0: [(4, 0.02), (1, 0.01), (4, 0.016)], 2: []})
+    assert c.table == {0: [(1, 0.01), (4, 0.016)]}  # sorted, the last of two points at 4 kept, empty length dropped
+    assert c.forward(0, 2) == pytest.approx(0.012)
+    assert auto.choose_length([2, 1], (0, 2, 4), [0.0] * 4, c) == 2  # L = 2 has no cost: the covering length
+
+
+def test_a_kpadauto_run_needs_its_scheduler_line_with_measured_costs(tmp_path):
+    from kpadstudy import record
+
+    loaded = "(EngineCore pid=7) WARNING K-pad plugin active: suffix drafts padded to K with -1 (pid 7)\n"
+    auto_line = (
+        "(EngineCore pid=7) WARNING K-pad plugin: adaptive draft lengths [0, 2, 4, 8] (K_max 8, explore every 64 steps)"
+    )
+    log = tmp_path / "server.log"
+    log.write_text(loaded + auto_line + '; step costs measured: {"0": [[1, 0.001]]}\n')
+    assert record.plugin_active(log) and record.plugin_active(log, adaptive=True)
+    log.write_text(loaded + auto_line + "; step costs NOT measured: padding to the longest draft\n")
+    assert record.plugin_active(log) and not record.plugin_active(log, adaptive=True)
+    log.write_text(loaded)
+    assert not record.plugin_active(log, adaptive=True)

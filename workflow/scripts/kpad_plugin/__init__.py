@@ -21,7 +21,8 @@ captured for every length of the set (vLLM 0.26 captures them for ``1 + K`` only
 Environment:
     VLLM_SUFFIX_PAD_UNIFORM=1          pad drafts (otherwise the scheduler is left as vLLM ships it).
     KPAD_AUTO_LENGTHS=0,2,4,8,12       with the flag above: adaptive K-pad over these draft lengths (largest = K).
-    KPAD_AUTO_EXPLORE_EVERY=64         every n-th decode step tries the next longer length (``auto``).
+    KPAD_AUTO_EXPLORE_EVERY=64         every n-th step with drafts tries the next longer length (0: never).
+    KPAD_AUTO_COST_REPEATS=3           timed forward passes per (length, request count) at start (>= 1).
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -136,8 +137,10 @@ class Stats:
     real draft tokens by position),
     ``pad_tokens``, ``padded_requests``, ``zero_draft_requests``, ``cut_tokens`` (real draft tokens that
     ``kpadauto`` cut off), ``verified_draft_len<n>`` (verified request-steps whose draft, pads included, had n
-    tokens: vLLM's draft tokens = sum of n x count). ``kpadauto`` only: ``auto_steps_len<L>`` (steps whose
-    drafts were given length L), ``auto_explore_steps``, ``auto_overhead_us`` (last estimate of O).
+    tokens, n >= 1: a request-step without draft tokens is not a draft; vLLM's draft tokens = sum of n x count).
+    ``kpadauto`` only: ``auto_steps_len<L>`` (steps whose drafts were given length L; a step is a call of
+    ``update_draft_token_ids`` with at least one request, mixed prefill steps included), ``auto_explore_steps``
+    (steps the exploration gave a longer length), ``auto_overhead_us`` (last estimate of O).
     ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
@@ -240,7 +243,19 @@ def _patch_scheduler(pad: bool) -> None:
         spec = self.vllm_config.speculative_config
         lengths = auto_lengths(self.num_spec_tokens) if pad and spec is not None and spec.method == "suffix" else None
         if lengths is not None:
-            every = int(os.environ.get(auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY))
+            dp = self.vllm_config.parallel_config.data_parallel_size
+            if dp > 1:
+                raise ValueError(
+                    f"{auto.ENV_LENGTHS} (kpadauto) with data_parallel_size {dp}: data-parallel ranks would choose "
+                    "different draft lengths and their batches would no longer match (vLLM turns its own dynamic "
+                    "speculative decoding off under data parallelism for this reason); use tensor parallelism or kpad"
+                )
+            if getattr(self.scheduler_config, "async_scheduling", False):
+                raise ValueError(
+                    f"{auto.ENV_LENGTHS} (kpadauto) with async scheduling: vLLM then never hands the drafts to the "
+                    "scheduler (update_draft_token_ids), so no length could be chosen; drop --async-scheduling"
+                )
+            every = auto.env_int(os.environ, auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0)
             self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every)
             log.warning(
                 "%s %s (K_max %d, explore every %d steps); step costs %s",
@@ -313,13 +328,11 @@ def _patch_scheduler(pad: bool) -> None:
         if state is not None and requests:
             state.steps += 1
             explore = state.explore_every > 0 and state.steps % state.explore_every == 0
-            length = auto.choose_length(
-                [len(real) for _, real in requests],
-                state.lengths,
-                state.acceptance.probabilities(),
-                state.costs,
-                explore=explore,
-            )
+            real_lens, p = [len(real) for _, real in requests], state.acceptance.probabilities()
+            length = auto.choose_length(real_lens, state.lengths, p, state.costs)
+            if explore:
+                tried = auto.choose_length(real_lens, state.lengths, p, state.costs, explore=True)
+                explore, length = tried != length, tried
             counts.update({f"auto_steps_len{length}": 1, "auto_explore_steps": int(explore)})
         for request, real in requests:
             kept = real[:length] if state is not None else real
@@ -557,7 +570,7 @@ def _patch_engine_core(lengths: tuple[int, ...]) -> None:
 
     def _initialize_kv_caches(self, vllm_config):  # noqa: ANN001
         result = original(self, vllm_config)
-        repeats = int(os.environ.get("KPAD_AUTO_COST_REPEATS", "3"))
+        repeats = auto.env_int(os.environ, auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1)
         requests = cost_request_counts(vllm_config.scheduler_config.max_num_seqs)
         start = time.perf_counter()
         try:

@@ -34,12 +34,16 @@ from dataclasses import dataclass, field
 
 ENV_LENGTHS = "KPAD_AUTO_LENGTHS"
 ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
+ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 DEFAULT_EXPLORE_EVERY = 64
+DEFAULT_COST_REPEATS = 3
 PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
 
 
 def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
     """``"0,2,4,8,12"`` -> ``(0, 2, 4, 8, 12)``: the draft lengths of ``kpadauto``, sorted, each once.
+
+    Without 0 in the set, a step whose requests all have empty drafts still verifies the smallest length in pads.
 
     Args:
         text: comma-separated integers (the value of ``KPAD_AUTO_LENGTHS``).
@@ -49,10 +53,10 @@ def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
         ValueError: a non-integer, a negative length, fewer than two lengths, or a largest length other
             than ``k_max``; the message names ``KPAD_AUTO_LENGTHS`` and the fix.
     """
-    try:
-        lengths = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ValueError(f"{ENV_LENGTHS}={text!r}: give comma-separated integers, e.g. 0,2,4,8,12") from None
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(part.isascii() and part.lstrip("-").isdigit() for part in parts):
+        raise ValueError(f"{ENV_LENGTHS}={text!r}: give comma-separated integers, e.g. 0,2,4,8,12")
+    lengths = sorted({int(part) for part in parts})
     if len(lengths) < 2 or lengths[0] < 0:
         raise ValueError(f"{ENV_LENGTHS}={text!r}: give at least two lengths >= 0, e.g. 0,2,4,8,12")
     if k_max is not None and lengths[-1] != k_max:
@@ -61,6 +65,20 @@ def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
             f"the longest draft suffix decoding proposes; set k to {lengths[-1]} or add {k_max} to the lengths"
         )
     return tuple(lengths)
+
+
+def env_int(environ: dict[str, str], name: str, default: int, minimum: int) -> int:
+    """An integer setting from the environment (``default`` when unset).
+
+    Raises:
+        ValueError: not an integer, or below ``minimum``; the message names the variable.
+    """
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.lstrip("-").isdigit()) or int(text) < minimum:
+        raise ValueError(f"{name}={text!r}: give an integer >= {minimum} (default {default})")
+    return int(text)
 
 
 def covering_length(lengths: Sequence[int], longest: int) -> int:
@@ -137,6 +155,14 @@ class StepCosts:
     overhead_s: float = 0.0
     samples: int = 0
 
+    def __post_init__(self) -> None:
+        """Sort each length's points and keep one per request count (the last); drop lengths without points."""
+        self.table = {
+            length: sorted(dict((int(r), float(t)) for r, t in points).items())
+            for length, points in self.table.items()
+            if points
+        }
+
     def forward(self, length: int, requests: int) -> float:
         """Seconds of the forward pass of ``requests`` requests at draft length ``length``.
 
@@ -177,7 +203,8 @@ def choose_length(
         real_lens: real draft length of each request of the step (at least one request).
         lengths: the allowed lengths, sorted.
         p: acceptance by position.
-        costs: the step costs; None (not measured) falls back to the covering length.
+        costs: the step costs; None (not measured), or a candidate length without a measured cost, falls back to
+            the covering length.
         explore: take the next longer length than L* instead (when one is still at or below the covering one).
 
     Returns:
@@ -185,7 +212,7 @@ def choose_length(
     """
     cover = covering_length(lengths, max(real_lens, default=0))
     candidates = [n for n in lengths if n <= cover]
-    if costs is None:
+    if costs is None or any(n not in costs.table for n in candidates):
         return cover
     n = len(real_lens)
     best, best_rate = candidates[0], -1.0

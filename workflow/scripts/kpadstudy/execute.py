@@ -667,7 +667,11 @@ def _attempt(
         record["accepted_per_position"] = [
             a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)
         ]
-        plugin_ok = (not configuration.pad) or ctx.backend == "fake" or plugin_active(server_log)
+        plugin_ok = (
+            (not configuration.pad)
+            or ctx.backend == "fake"
+            or plugin_active(server_log, adaptive=bool(configuration.lengths))
+        )
         checks = (bench_json or {}).get("kpadstudy") or {}
         record["failed_requests"] = checks.get("failed_requests")
         record["corpus_prompt_tokens"] = corpus_prompt_tokens(ctx.records, ctx.model)

@@ -199,7 +199,10 @@ def classify(
     if bench is None:
         return "invalid", client_failure or "benchmark client wrote no result"
     if not plugin_ok:
-        return "invalid", "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH)"
+        return "invalid", (
+            "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH; kpadauto: its scheduler line with "
+            "measured step costs is missing)"
+        )
     if bench.get("failed", 0) > 0:
         return "invalid", f"{bench['failed']} of {expected} requests failed{_kinds(bench.get('kpadstudy'))}"
     if bench.get("completed", 0) != expected:
@@ -301,9 +304,17 @@ def client_limit(
     return False, ""
 
 
-def plugin_active(server_log: Path) -> bool:
-    text = server_log.read_text(errors="replace")
-    return "EngineCore" in text and any("EngineCore" in line and LOADED_MESSAGE in line for line in text.splitlines())
+AUTO_ACTIVE = "K-pad plugin: adaptive draft lengths"  # kpad_plugin.AUTO_MESSAGE, the scheduler's line
+AUTO_COSTS = "step costs measured:"  # the same line when the step costs were measured at start
+
+
+def plugin_active(server_log: Path, adaptive: bool = False) -> bool:
+    """Whether the server's engine process logged that the K-pad patch was active; with ``adaptive``
+    (``kpadauto``) also that its scheduler chose lengths with measured step costs (without them it only pads to
+    the longest draft: not the configuration asked for)."""
+    lines = [line for line in server_log.read_text(errors="replace").splitlines() if "EngineCore" in line]
+    loaded = any(LOADED_MESSAGE in line for line in lines)
+    return loaded and (not adaptive or any(AUTO_ACTIVE in line and AUTO_COSTS in line for line in lines))
 
 
 DOWNGRADE = re.compile(

@@ -149,6 +149,8 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
         raise ValueError(
             f"{where}: speculative sets {fixed}, which come from the entry's method and k; remove them there"
         )
+    if "lengths" in entry and method != "kpadauto":
+        raise ValueError(f"{where}: lengths are for method kpadauto only (this entry is {method}); remove them")
     ks = entry.get("k")
     if method == "van":
         if ks not in (None, 0) or options:
@@ -198,7 +200,8 @@ def auto_lengths(lengths: list[int] | None, k: int, where: str) -> tuple[int, ..
     out = tuple(sorted({int(n) for n in lengths})) if lengths else tuple(n for n in AUTO_LENGTHS if n < k) + (k,)
     if len(out) < 2 or out[0] < 0 or out[-1] != k:
         raise ValueError(
-            f"{where}: kpadauto lengths {list(out)} must hold at least two lengths >= 0, the largest equal to k ({k})"
+            f"{where}: kpadauto lengths {list(out)} must hold at least two lengths >= 0, the largest equal to k ({k}): "
+            f"end them with {k}, or leave lengths out for {list(tuple(n for n in AUTO_LENGTHS if n < k) + (k,))}"
         )
     return out
 
