@@ -210,7 +210,7 @@ class AutoState:
         self.lengths = lengths
         self.acceptance = auto.AcceptanceByPosition(k_max)
         self.costs: auto.StepCosts | None = auto.StepCosts(_AUTO_COSTS) if _AUTO_COSTS else None
-        self.explore_every = max(int(explore_every), 0)
+        self.explore_every = explore_every
         self.steps = 0
         self.schedule_started: float | None = None
 

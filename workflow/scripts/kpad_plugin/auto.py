@@ -40,6 +40,11 @@ DEFAULT_COST_REPEATS = 3
 PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
 
 
+def _is_integer(text: str) -> bool:
+    """ASCII digits with an optional leading minus (``int()`` would also take ``1_0`` and other digits)."""
+    return text.isascii() and text.lstrip("-").isdigit()
+
+
 def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
     """``"0,2,4,8,12"`` -> ``(0, 2, 4, 8, 12)``: the draft lengths of ``kpadauto``, sorted, each once.
 
@@ -54,7 +59,7 @@ def parse_lengths(text: str, k_max: int | None = None) -> tuple[int, ...]:
             than ``k_max``; the message names ``KPAD_AUTO_LENGTHS`` and the fix.
     """
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not all(part.isascii() and part.lstrip("-").isdigit() for part in parts):
+    if not all(_is_integer(part) for part in parts):
         raise ValueError(f"{ENV_LENGTHS}={text!r}: give comma-separated integers, e.g. 0,2,4,8,12")
     lengths = sorted({int(part) for part in parts})
     if len(lengths) < 2 or lengths[0] < 0:
@@ -76,7 +81,7 @@ def env_int(environ: dict[str, str], name: str, default: int, minimum: int) -> i
     text = environ.get(name, "").strip()
     if not text:
         return default
-    if not (text.isascii() and text.lstrip("-").isdigit()) or int(text) < minimum:
+    if not _is_integer(text) or int(text) < minimum:
         raise ValueError(f"{name}={text!r}: give an integer >= {minimum} (default {default})")
     return int(text)
 
@@ -97,8 +102,8 @@ class AcceptanceByPosition:
     """
 
     max_len: int
-    reached: list[float] = field(default_factory=list)
-    accepted: list[float] = field(default_factory=list)
+    reached: list[float] = field(init=False)
+    accepted: list[float] = field(init=False)
 
     def __post_init__(self) -> None:
         self.reached = [0.0] * self.max_len

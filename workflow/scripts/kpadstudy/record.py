@@ -79,12 +79,13 @@ STAT_KEYS = (
     "cut_tokens",
     "auto_explore_steps",
 )
+POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
 HISTOGRAMS = {  # record column -> scheduler counter prefix (counter <prefix><n>: count at n)
+    "real_draft_per_position": POSITION_KEY,
     "verified_drafts_by_length": "verified_draft_len",  # verified request-steps by draft length n (pads included)
     "auto_steps_by_length": "auto_steps_len",  # kpadauto: steps whose drafts were given length L
 }
 MODES = ("FULL", "PIECEWISE", "NONE")
-POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
 
 
 def acceptance(
@@ -132,14 +133,6 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
 
     out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
-    positions = sorted(
-        int(key.removeprefix(POSITION_KEY))
-        for key in set(after.get("scheduler", {})) | set(before.get("scheduler", {}))
-        if key.startswith(POSITION_KEY)
-    )
-    out["real_draft_per_position"] = (
-        [delta("scheduler", f"{POSITION_KEY}{i}") for i in range(positions[-1] + 1)] if positions else []
-    )
     for column, prefix in HISTOGRAMS.items():
         out[column] = _histogram(before.get("scheduler", {}), after.get("scheduler", {}), prefix)
     overhead = after.get("scheduler", {}).get("auto_overhead_us")
