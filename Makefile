@@ -99,7 +99,7 @@ figures:
 
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
 # in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
-#   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto
+#   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto | gpu-8b-auto
 # Each preset is config/cache/<DATA>.yaml after its study's config; the report (Snakemake's --report: landing
 # text naming the data, its tables, its figures) goes into the data set's tables folder, REPORT_<DATA>.
 RESULTS_VENV ?= .venv-results
@@ -116,15 +116,17 @@ FROM_CACHE_cpu := config/embedded.yaml config/cache/cpu.yaml
 FROM_CACHE_gpu := config/gpu-embedded.yaml config/cache/gpu.yaml
 FROM_CACHE_gpu-paired := config/gpu-paired.yaml config/gpu-confirm.yaml config/cache/gpu-paired.yaml
 FROM_CACHE_gpu-auto := config/gpu-auto.yaml config/cache/gpu-auto.yaml
+FROM_CACHE_gpu-8b-auto := config/gpu-8b-auto.yaml config/cache/gpu-8b-auto.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
 REPORT_gpu-paired := results/gpu/paired/report.html
 REPORT_gpu-auto := results/gpu/auto/report.html
+REPORT_gpu-8b-auto := results/gpu/8b-auto/report.html
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
 ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired or gpu-auto)
+$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto or gpu-8b-auto)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed
