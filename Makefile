@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format figures kpad-selftest bench-client slurm-test results-env from-cache compare-studies
+.PHONY: install demo test lint format figures kpad-selftest bench-client bench-proposer slurm-test results-env from-cache compare-studies
 
 install: $(STAMP)
 
@@ -58,6 +58,10 @@ kpad-selftest: $(STAMP)
 BENCH_CLIENT_ARGS ?=
 bench-client: $(STAMP)
 	PYTHONPATH=workflow/scripts $(PY) -m kpadstudy.headroom $(BENCH_CLIENT_ARGS)
+
+# CPU time per step of vLLM's suffix proposer with and without kpadauto's skipped lookups (ratio printed)
+bench-proposer: $(STAMP)
+	PYTHONPATH=workflow/scripts $(PY) tools/bench_proposer.py
 
 # profiles/slurm for real: a single-node SLURM cluster on this machine (root; apt-get install slurm-wlm munge,
 # then munged + slurmctld + slurmd under /tmp/kpad-slurm, tools/slurm-local.sh), the pinned SLURM executor

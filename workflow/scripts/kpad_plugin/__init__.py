@@ -23,6 +23,9 @@ Environment:
     KPAD_AUTO_LENGTHS=0,2,4,8,12       with the flag above: adaptive K-pad over these draft lengths (largest = K).
     KPAD_AUTO_EXPLORE_EVERY=64         every n-th step with drafts tries the next longer length (0: never).
     KPAD_AUTO_COST_REPEATS=3           timed forward passes per (length, request count) at start (>= 1).
+    KPAD_AUTO_SKIP_SPECULATION=1       skip the suffix tree lookups of a step whose drafts cannot pay
+                                       (``auto.no_draft_pays``; worker in the scheduler's process, i.e.
+                                       tensor parallel size 1); 0: always speculate.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -144,7 +147,8 @@ class Stats:
     ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
-    cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens.
+    cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens;
+    ``skipped_speculation_steps`` (``kpadauto``: proposer calls whose suffix tree lookups were skipped).
     """
 
     def __init__(self, directory: str, role: str, interval_s: float = 0.2):
@@ -206,8 +210,9 @@ def _stats_for(role: str) -> Stats | None:
 class AutoState:
     """The scheduler's state of ``kpadauto``: lengths, acceptance counts, step costs, the step being timed."""
 
-    def __init__(self, lengths: tuple[int, ...], k_max: int, explore_every: int):
+    def __init__(self, lengths: tuple[int, ...], k_max: int, explore_every: int, skip: bool = True):
         self.lengths = lengths
+        self.skip = skip
         self.acceptance = auto.AcceptanceByPosition(k_max)
         self.costs: auto.StepCosts | None = auto.StepCosts(_AUTO_COSTS) if _AUTO_COSTS else None
         self.explore_every = explore_every
@@ -216,6 +221,9 @@ class AutoState:
 
 
 _AUTO_COSTS: dict[int, list[tuple[int, float]]] = {}  # filled in the engine process before its scheduler starts
+# Set by the kpadauto scheduler at each schedule(): the step's proposals cannot pay (auto.no_draft_pays). Read by
+# the suffix proposer's patch; only a worker in the scheduler's own process (tensor parallel size 1) sees it.
+_SKIP_SPECULATION = False
 
 
 def auto_lengths(k_max: int) -> tuple[int, ...] | None:
@@ -256,22 +264,36 @@ def _patch_scheduler(pad: bool) -> None:
                     "scheduler (update_draft_token_ids), so no length could be chosen; drop --async-scheduling"
                 )
             every = auto.env_int(os.environ, auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0)
-            self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every)
+            skip = bool(auto.env_int(os.environ, auto.ENV_SKIP, 1, 0))
+            self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip)
             log.warning(
-                "%s %s (K_max %d, explore every %d steps); step costs %s",
+                "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s); step costs %s",
                 AUTO_MESSAGE,
                 list(lengths),
                 self.num_spec_tokens,
                 every,
+                "yes" if skip else "no",
                 "measured: " + json.dumps(_AUTO_COSTS) if _AUTO_COSTS else "NOT measured: padding to the longest draft",
             )
 
     Scheduler.__init__ = __init__
 
     def schedule(self, *args, **kwargs):  # noqa: ANN002, ANN003
-        if getattr(self, "_kpad_auto", None) is not None:
-            self._kpad_auto.schedule_started = time.perf_counter()
-        return original_schedule(self, *args, **kwargs)
+        global _SKIP_SPECULATION
+        state = getattr(self, "_kpad_auto", None)
+        if state is None:
+            return original_schedule(self, *args, **kwargs)
+        state.schedule_started = time.perf_counter()
+        output = original_schedule(self, *args, **kwargs)
+        # this step's proposals get their length in the next update_draft_token_ids (step count + 1)
+        explore_next = state.explore_every > 0 and (state.steps + 1) % state.explore_every == 0
+        requests = len(output.num_scheduled_tokens)
+        _SKIP_SPECULATION = (
+            state.skip
+            and not explore_next
+            and auto.no_draft_pays(requests, state.lengths, state.acceptance.probabilities(), state.costs)
+        )
+        return output
 
     Scheduler.schedule = schedule
 
@@ -334,20 +356,34 @@ def _patch_scheduler(pad: bool) -> None:
                 tried = auto.choose_length(real_lens, state.lengths, p, state.costs, explore=True)
                 explore, length = tried != length, tried
             counts.update({f"auto_steps_len{length}": 1, "auto_explore_steps": int(explore)})
+        # summed here and added once per step (a Counter update per request cost ~0.2 ms a step at 32 requests)
+        real_tokens = pads = padded = zero = cut = 0
+        positions = [0] * (max((len(real) for _, real in requests), default=0) + 1)
         for request, real in requests:
             kept = real[:length] if state is not None else real
             if pad_here:
                 request.spec_token_ids = pad_draft(kept, length, self.max_model_len - request.num_tokens - 1)
             n_pad = len(request.spec_token_ids) - len(kept)
+            real_tokens += len(kept)
+            pads += n_pad
+            padded += n_pad > 0
+            zero += not kept
+            cut += len(real) - len(kept)
+            positions[len(kept)] += 1
+        if requests:
             counts.update(
-                draft_requests=1,
-                real_draft_tokens=len(kept),
-                pad_tokens=n_pad,
-                padded_requests=int(n_pad > 0),
-                zero_draft_requests=int(not kept),
-                cut_tokens=len(real) - len(kept),
+                draft_requests=len(requests),
+                real_draft_tokens=real_tokens,
+                pad_tokens=pads,
+                padded_requests=padded,
+                zero_draft_requests=zero,
+                cut_tokens=cut,
             )
-            counts.update({f"real_draft_tokens_pos{i}": 1 for i in range(len(kept))})
+            reached = 0  # requests whose kept draft reached position i: those with a longer draft than i
+            for i in range(len(positions) - 1, 0, -1):
+                reached += positions[i]
+                if reached:
+                    counts[f"real_draft_tokens_pos{i - 1}"] += reached
         if stats is not None and counts:
             stats.add(**counts)
             if state is not None and state.costs is not None:
@@ -355,6 +391,45 @@ def _patch_scheduler(pad: bool) -> None:
 
     update_draft_token_ids._kpad_patched = True
     Scheduler.update_draft_token_ids = update_draft_token_ids
+
+
+def _patch_suffix_proposer() -> None:
+    """``kpadauto``: while ``_SKIP_SPECULATION`` is set, vLLM's suffix proposer skips its suffix tree lookups.
+
+    ``SuffixDecodingProposer.propose`` (vLLM 0.26 and 0.32) still runs for every request - new requests get
+    their prompt tree, every request's new tokens are added to the cache, finished requests are stopped - but
+    ``SuffixDecodingCache.speculate`` answers an empty draft, so the tree is complete for later steps and the
+    proposals are empty (the step's length is then 0, as the rule would choose anyway). Counts
+    ``skipped_speculation_steps`` (role ``worker<rank>``). Absent module: nothing patched.
+    """
+    try:
+        from arctic_inference.suffix_decoding import SuffixDecodingDraft
+        from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
+    except ImportError:
+        return
+    original = SuffixDecodingProposer.propose
+    if getattr(original, "_kpad_patched", False):
+        return
+
+    def no_draft(*args, **kwargs) -> SuffixDecodingDraft:  # noqa: ANN002, ANN003, ARG001 - speculate's signature
+        return SuffixDecodingDraft()
+
+    def propose(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - vLLM's own signature
+        if not _SKIP_SPECULATION:
+            return original(self, *args, **kwargs)
+        cache = self.suffix_cache
+        cache.speculate = no_draft  # shadows the method on this instance for this call
+        try:
+            drafts = original(self, *args, **kwargs)
+        finally:
+            del cache.speculate
+        stats = _stats_for(f"worker{_rank()}")
+        if stats is not None:
+            stats.add(skipped_speculation_steps=1)
+        return drafts
+
+    propose._kpad_patched = True
+    SuffixDecodingProposer.propose = propose
 
 
 def _patch_model_runner() -> None:
@@ -624,6 +699,7 @@ def register() -> None:
     if lengths is not None:
         _patch_auto_cudagraphs(lengths)
         _patch_engine_core(lengths)
+        _patch_suffix_proposer()
     if count:
         _patch_model_runner()
         _patch_v2_model_runner()

@@ -23,18 +23,25 @@ taken by draft position instead of a constant rate.
 Unobserved positions take the estimate of the position before (an optimistic prior: never-tried lengths
 look as good as the last tried one until measured), and every ``explore_every``-th step takes the next
 longer length than L* (up to the covering one), so a length once dropped is measured again.
+
+Skipping speculation (:func:`no_draft_pays`): when L* = 0 even if every request had a full draft of K_max
+tokens, it is 0 for every draft suffix decoding could propose, so the next step's proposals are not needed;
+the plugin then skips the suffix tree lookups (``SuffixDecodingCache.speculate``; the tree is still updated
+with the new tokens) for that step, unless it is an exploration step.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 ENV_LENGTHS = "KPAD_AUTO_LENGTHS"
 ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
 ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
+ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
 DEFAULT_EXPLORE_EVERY = 64
 DEFAULT_COST_REPEATS = 3
 PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
@@ -139,10 +146,21 @@ def expected_tokens(real_lens: Sequence[int], length: int, p: Sequence[float]) -
         length: the step's draft length L (drafts longer than L are cut to L).
         p: acceptance by position, :meth:`AcceptanceByPosition.probabilities`.
     """
+    return _expected_tokens(Counter(real_lens), length, _prefix_sums(p))
+
+
+def _prefix_sums(p: Sequence[float]) -> list[float]:
+    """``[0, p_0, p_0 + p_1, ...]``."""
     prefix = [0.0]
     for value in p:
         prefix.append(prefix[-1] + value)
-    return sum(1.0 + prefix[min(length, n, len(p))] for n in real_lens)
+    return prefix
+
+
+def _expected_tokens(draft_lengths: Counter, length: int, prefix: list[float]) -> float:
+    """:func:`expected_tokens` from a count of requests by real draft length and the prefix sums of ``p``."""
+    top = len(prefix) - 1
+    return sum(count * (1.0 + prefix[min(length, n, top)]) for n, count in draft_lengths.items())
 
 
 @dataclass
@@ -219,12 +237,24 @@ def choose_length(
     candidates = [n for n in lengths if n <= cover]
     if costs is None or any(n not in costs.table for n in candidates):
         return cover
-    n = len(real_lens)
+    n, draft_lengths, prefix = len(real_lens), Counter(real_lens), _prefix_sums(p)  # once per step, not per length
     best, best_rate = candidates[0], -1.0
     for length in candidates:
-        rate = expected_tokens(real_lens, length, p) / max(costs.cost(length, n), 1e-9)
+        rate = _expected_tokens(draft_lengths, length, prefix) / max(costs.cost(length, n), 1e-9)
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = length, rate
     if explore and best < cover:
         return candidates[candidates.index(best) + 1]
     return best
+
+
+def no_draft_pays(requests: int, lengths: Sequence[int], p: Sequence[float], costs: StepCosts | None) -> bool:
+    """Whether :func:`choose_length` picks 0 for ``requests`` requests even with full drafts of ``lengths[-1]``.
+
+    Full drafts give every length its most expected tokens while the costs stay the same and L = 0 gains
+    nothing from drafts, so then L* = 0 for any drafts: the step's proposals can be skipped. False without
+    measured costs (the rule then pads to the covering length), without 0 in ``lengths``, or for no request.
+    """
+    if requests < 1 or not lengths or lengths[0] != 0:
+        return False
+    return choose_length([lengths[-1]] * requests, lengths, p, costs) == 0

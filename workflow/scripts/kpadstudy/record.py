@@ -124,6 +124,7 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         ``verified_drafts_by_length`` [n] (verified request-steps whose draft had n tokens, pads included:
         vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
         L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
+        ``kpad_skipped_speculation_steps`` (``kpadauto``: steps whose suffix tree lookups were skipped),
         ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
         = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
         prompt tokens.
@@ -137,6 +138,7 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         out[column] = _histogram(before.get("scheduler", {}), after.get("scheduler", {}), prefix)
     overhead = after.get("scheduler", {}).get("auto_overhead_us")
     out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
+    out["kpad_skipped_speculation_steps"] = delta("worker0", "skipped_speculation_steps")
     for mode in MODES:
         out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
         out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")

