@@ -247,3 +247,41 @@ def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipe
         ValueError, match=r"configurations\[0\]: env sets \['VLLM_SUFFIX_PAD_UNIFORM'\], which the pipeline"
     ):
         runs.configurations(bad)
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (
+            {"method": "van", "env": {"KPAD_AUTO_SKIP_SPECULATION": 0}},
+            r"configurations\[0\]: env sets \['KPAD_AUTO_SKIP_SPECULATION'\], which only method kpadauto reads "
+            r"\(this entry is van\)",
+        ),
+        (
+            {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_SKIP_SPECULATION": "yes"}},
+            r"configurations\[0\]: env KPAD_AUTO_SKIP_SPECULATION='yes': give 1 \(skip, the default\) or 0",
+        ),
+        (
+            {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_COST_REPEATS": 0}},
+            r"configurations\[0\]: env KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)",
+        ),
+    ],
+)
+def test_kpadauto_settings_in_env_are_checked_before_any_server(entry, message):
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    with pytest.raises(ValueError, match=message):
+        runs.configurations({"server": server, "configurations": [entry]})
+
+
+def test_env_booleans_become_1_and_0_and_server_env_may_not_set_the_pipelines_variables():
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    entry = {
+        "method": "kpadauto",
+        "k": 8,
+        "env": {"KPAD_AUTO_SKIP_SPECULATION": False, "VLLM_USE_V2_MODEL_RUNNER": True},
+    }
+    (cfg,) = runs.configurations({"server": server, "configurations": [entry]})
+    assert cfg.env == {"KPAD_AUTO_SKIP_SPECULATION": "0", "VLLM_USE_V2_MODEL_RUNNER": "1"}
+    bad = {"server": {**server, "env": {"VLLM_PLUGINS": ""}}, "configurations": [{"method": "van"}]}
+    with pytest.raises(ValueError, match=r"config server.env sets \['VLLM_PLUGINS'\], which the pipeline sets itself"):
+        runs.configurations(bad)

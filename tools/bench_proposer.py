@@ -7,9 +7,10 @@ same proposer as vLLM 0.26.0) the way the 8B-sized random-weight lease of 2026-1
 a time, prompts of 50-600 random tokens (that lease's prompts averaged 309), one random sampled token per
 request and step (random weights: nothing repeats), 256 steps per request, K = 12, vLLM's default tree depth
 24. Batches of requests follow each other, so the global response cache grows as in a run; the first
-batches are warm-up. Prints milliseconds per step with lookups (``KPAD_AUTO_SKIP_SPECULATION=0``) and with
-them skipped (the patch's path), their ratio, and the length rule's own time per step (``choose_length``
-and ``no_draft_pays`` at 32 requests). CPU time of this machine: the H200 host's cores differ.
+batches are warm-up. Prints milliseconds per step with lookups (the patch's flag off, as with
+``KPAD_AUTO_SKIP_SPECULATION=0`` or on a step whose drafts may pay) and with them skipped (the flag on), their
+ratio, and the length rule's own time per step (``choose_length`` and ``no_draft_pays`` at 32 requests).
+CPU time of this machine: the H200 host's cores differ.
 """
 
 import argparse

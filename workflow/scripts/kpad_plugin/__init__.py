@@ -285,9 +285,13 @@ def _patch_scheduler(pad: bool) -> None:
             return original_schedule(self, *args, **kwargs)
         state.schedule_started = time.perf_counter()
         output = original_schedule(self, *args, **kwargs)
-        # this step's proposals get their length in the next update_draft_token_ids (step count + 1)
+        # this step's proposals get their length in the next update_draft_token_ids (step count + 1), over its
+        # decode requests (vLLM sets is_prefill_chunk at the end of schedule(); requests that finish in this step
+        # drop out there, so the count may differ: that wastes or misses one step's proposals, never changes output)
         explore_next = state.explore_every > 0 and (state.steps + 1) % state.explore_every == 0
-        requests = len(output.num_scheduled_tokens)
+        requests = sum(
+            1 for r in output.num_scheduled_tokens if not getattr(self.requests.get(r), "is_prefill_chunk", True)
+        )
         _SKIP_SPECULATION = (
             state.skip
             and not explore_next

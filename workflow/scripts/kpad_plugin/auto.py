@@ -25,7 +25,8 @@ look as good as the last tried one until measured), and every ``explore_every``-
 longer length than L* (up to the covering one), so a length once dropped is measured again.
 
 Skipping speculation (:func:`no_draft_pays`): when L* = 0 even if every request had a full draft of K_max
-tokens, it is 0 for every draft suffix decoding could propose, so the next step's proposals are not needed;
+tokens, it is 0 for every draft suffix decoding could propose to the same requests, so the next step's
+proposals are not needed;
 the plugin then skips the suffix tree lookups (``SuffixDecodingCache.speculate``; the tree is still updated
 with the new tokens) for that step, unless it is an exploration step.
 """
@@ -252,7 +253,8 @@ def no_draft_pays(requests: int, lengths: Sequence[int], p: Sequence[float], cos
     """Whether :func:`choose_length` picks 0 for ``requests`` requests even with full drafts of ``lengths[-1]``.
 
     Full drafts give every length its most expected tokens while the costs stay the same and L = 0 gains
-    nothing from drafts, so then L* = 0 for any drafts: the step's proposals can be skipped. False without
+    nothing from drafts, so then L* = 0 for any drafts of the same ``requests``: the step's proposals can be
+    skipped. False without
     measured costs (the rule then pads to the covering length), without 0 in ``lengths``, or for no request.
     """
     if requests < 1 or not lengths or lengths[0] != 0:

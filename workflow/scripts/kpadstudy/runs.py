@@ -24,6 +24,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kpad_plugin import auto
+
 PLUGIN_NAME = "kpad"
 METHODS = ("van", "suf", "ngram", "kpad", "nopad", "kpadauto")
 SUFFIX_METHODS = ("suf", "kpad", "nopad", "kpadauto")  # drafts from arctic-inference's suffix tree
@@ -98,7 +100,9 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
     Two forms (``config/schema.yaml``):
 
     * the list of named entries: ``{name?, method, k?, enabled?, cudagraph_mode?, gpu_memory_utilization?,
-      speculative?, server_args?}``, in the order given. ``k`` may be a list: one configuration per K.
+      speculative?, server_args?, env?, capture_sizing?, lengths?}``, in the order given (``env``:
+      :func:`entry_env`; ``lengths``: kpadauto only, :func:`auto_lengths`). ``k`` may be a list: one
+      configuration per K.
       Default names: ``van`` and ``suf`` for a single entry of those methods, else ``<method><k>``; a given
       ``name`` with a list of K becomes ``<name><k>``.
     * the mapping of the first studies, kept as it was: ``van: {enabled}``, ``suf: {enabled, k, cudagraph_mode,
@@ -108,9 +112,15 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
 
     Raises:
         ValueError: a name that is not safe as a path part, names that repeat, a K on van or a missing K,
-            speculative options that set ``method`` or ``num_speculative_tokens``; the message names the
-            entry and what to change.
+            speculative options that set ``method`` or ``num_speculative_tokens``, an ``env`` that
+            :func:`entry_env` refuses, a ``server.env`` setting one of :data:`RESERVED_ENV`; the message names
+            the entry and what to change.
     """
+    reserved = sorted(set(config["server"].get("env") or {}) & set(RESERVED_ENV))
+    if reserved:
+        raise ValueError(
+            f"config server.env sets {reserved}, which the pipeline sets itself for every run; remove them"
+        )
     spec = config["configurations"]
     entries = _legacy_entries(spec) if isinstance(spec, dict) else list(spec)
     out: list[Configuration] = []
@@ -169,16 +179,7 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
         )
     if "lengths" in entry and method != "kpadauto":
         raise ValueError(f"{where}: lengths are for method kpadauto only (this entry is {method}); remove them")
-    env = {
-        str(key): str(value).lower() if isinstance(value, bool) else str(value)
-        for key, value in (entry.get("env") or {}).items()
-    }
-    reserved = sorted(set(env) & set(RESERVED_ENV))
-    if reserved:
-        raise ValueError(
-            f"{where}: env sets {reserved}, which the pipeline sets itself for every run (method, lengths, "
-            "ports, GPUs, plugin path); remove them from the entry"
-        )
+    env = entry_env(entry.get("env"), method, where)
     ks = entry.get("k")
     if method == "van":
         if ks not in (None, 0) or options:
@@ -214,6 +215,38 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 env=env,
             )
         )
+    return out
+
+
+def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, str]:
+    """A configuration entry's ``env`` as strings (booleans as ``1`` / ``0``, which vLLM's flags and ours read).
+
+    Raises:
+        ValueError: a variable of :data:`RESERVED_ENV`; a ``KPAD_AUTO_*`` setting on a method other than
+            ``kpadauto`` (it would do nothing); ``KPAD_AUTO_SKIP_SPECULATION`` other than 0 / 1,
+            ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an integer >= 1 (the
+            server would refuse it only after loading the model); the message names the entry.
+    """
+    out = {str(k): str(int(v)) if isinstance(v, bool) else str(v) for k, v in (env or {}).items()}
+    reserved = sorted(set(out) & set(RESERVED_ENV))
+    if reserved:
+        raise ValueError(
+            f"{where}: env sets {reserved}, which the pipeline sets itself for every run (method, lengths, "
+            "ports, GPUs, plugin path); remove them from the entry"
+        )
+    knobs = sorted(k for k in out if k.startswith("KPAD_AUTO_"))
+    if knobs and method != "kpadauto":
+        raise ValueError(f"{where}: env sets {knobs}, which only method kpadauto reads (this entry is {method})")
+    if out.get(auto.ENV_SKIP, "1") not in ("0", "1"):
+        raise ValueError(f"{where}: env {auto.ENV_SKIP}={out[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
+    for name, default, minimum in (
+        (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
+        (auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1),
+    ):
+        try:
+            auto.env_int(out, name, default, minimum)
+        except ValueError as err:
+            raise ValueError(f"{where}: env {err}") from None
     return out
 
 
