@@ -87,13 +87,13 @@ def test_accepted_tokens_equal_with_and_without_padding(sides):
 
 
 def test_plugin_counters_see_pad_tokens(sides):
-    from kpad_plugin import read_stats
-
-    padded = read_stats(sides["work"] / "stats-True")["scheduler"]
-    unpadded = read_stats(sides["work"] / "stats-False")["scheduler"]
-    assert padded["pad_tokens"] > 0 and unpadded["pad_tokens"] == 0
+    # the snapshots taken right after the 32 prompts (flushed in the engine's process): the files themselves are
+    # written every 0.2 s and miss the extra requests' last steps when the process ends before the next write
+    padded = sides[True]["stats"]["scheduler"]
+    unpadded = sides[False]["stats"]["scheduler"]
+    assert padded["pad_tokens"] > 0 and unpadded.get("pad_tokens", 0) == 0
     assert padded["real_draft_tokens"] == unpadded["real_draft_tokens"]
-    workers = read_stats(sides["work"] / "stats-True")["worker0"]
+    workers = sides[True]["stats"]["worker0"]
     if resolve_device("auto") == "cpu":
         assert workers["steps_NONE"] > 0 and workers.get("steps_FULL", 0) == 0  # no cudagraphs on CPU
 
