@@ -264,7 +264,7 @@ def _patch_scheduler(pad: bool) -> None:
                     "scheduler (update_draft_token_ids), so no length could be chosen; drop --async-scheduling"
                 )
             every = auto.env_int(os.environ, auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0)
-            skip = bool(auto.env_int(os.environ, auto.ENV_SKIP, 1, 0))
+            skip = bool(auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0))
             self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip)
             log.warning(
                 "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s); step costs %s",

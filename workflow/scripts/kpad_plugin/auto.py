@@ -45,6 +45,7 @@ ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
 DEFAULT_EXPLORE_EVERY = 64
 DEFAULT_COST_REPEATS = 3
+DEFAULT_SKIP = 1  # KPAD_AUTO_SKIP_SPECULATION: 1 = skip the lookups of steps whose drafts cannot pay
 PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
 
 

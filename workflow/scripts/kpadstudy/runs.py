@@ -237,7 +237,7 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
     knobs = sorted(k for k in out if k.startswith("KPAD_AUTO_"))
     if knobs and method != "kpadauto":
         raise ValueError(f"{where}: env sets {knobs}, which only method kpadauto reads (this entry is {method})")
-    if out.get(auto.ENV_SKIP, "1") not in ("0", "1"):
+    if out.get(auto.ENV_SKIP, str(auto.DEFAULT_SKIP)) not in ("0", "1"):
         raise ValueError(f"{where}: env {auto.ENV_SKIP}={out[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
