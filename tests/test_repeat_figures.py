@@ -146,6 +146,23 @@ def test_kpad_vs_nopad_gives_the_confirmation_its_own_panel():
     assert texts(by_title["A / sharegpt (confirm)"]) == [label]
 
 
+def test_run_timeline_keeps_a_last_repeat_of_one_run_and_the_highest_run_below_the_band_labels():
+    """As in the 8B lease cut short: r1 vansync, kpadauto12 at minutes 0 and 2, r2 vansync alone at minute 4.
+    Runs 2 min apart: the r2 band spans minutes 4-6 and its label sits at minute 5, inside the axis; the y axis
+    reaches 1.12x matplotlib's autoscaled top, so the highest run (3,491) stays under the labels at the top."""
+    runs = pd.DataFrame(
+        [
+            run("8B", "sharegpt", "vansync", "van", None, 1, 3491.0, minute=0),
+            run("8B", "sharegpt", "kpadauto12", "kpadauto", 12, 1, 3327.0, minute=2),
+            run("8B", "sharegpt", "vansync", "van", None, 2, 3425.0, minute=4),
+        ]
+    )
+    ax = [a for a in repeat_figures.run_timeline(runs).axes if a.get_title()][0]
+    r2 = [t for t in ax.texts if t.get_text() == "r2"][0]
+    assert r2.xy[0] == 5.0 and ax.get_xlim()[1] >= 6.0
+    assert ax.get_ylim()[1] >= 3491.0 * 1.12
+
+
 def test_run_timeline_cuts_a_pause_between_leases_out_of_its_axis():
     both = pd.concat([RUNS[(RUNS["corpus"] == "sharegpt")], _confirmation(5)], ignore_index=True)
     fig = repeat_figures.run_timeline(both)

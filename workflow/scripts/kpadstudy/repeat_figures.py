@@ -214,6 +214,7 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
 
 #: a pause between two runs of a cell longer than this (minutes) is cut out of the run timeline's axis
 GAP_MIN = 30.0
+TIMELINE_HEADROOM = 1.12  # run timeline: y axis up to this times the highest run, for the band labels
 
 
 def _cut_gaps(minutes: np.ndarray, gap_min: float = GAP_MIN, keep_min: float = 2.0) -> tuple[np.ndarray, list]:
@@ -306,7 +307,11 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
                         rotation=90,
                         ha="center",
                     )
-        ax.set_ylim(bottom=0)
+        # room for every band and its label (the last band reaches one mean run spacing past the last start) and,
+        # above the highest run, for the band labels at the top
+        left, right = ax.get_xlim()
+        ax.set_xlim(left, max(right, edges[-1]))
+        ax.set_ylim(0, ax.get_ylim()[1] * TIMELINE_HEADROOM)
         ax.set_xlabel("minutes since the cell's first run" + (" (long pauses cut out)" if gaps else ""), fontsize=8)
         ax.set_ylabel("output tok/s", fontsize=8)
         n_ok = int(((g["status"] == "ok") & (g["output_tok_s"] > 0)).sum())
