@@ -214,7 +214,8 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
 
 #: a pause between two runs of a cell longer than this (minutes) is cut out of the run timeline's axis
 GAP_MIN = 30.0
-TIMELINE_HEADROOM = 1.12  # run timeline: y axis up to this times the highest run, for the band labels
+#: the run timeline's y axis ends at this times matplotlib's autoscaled top, so the band labels clear the runs
+TIMELINE_HEADROOM = 1.12
 
 
 def _cut_gaps(minutes: np.ndarray, gap_min: float = GAP_MIN, keep_min: float = 2.0) -> tuple[np.ndarray, list]:
