@@ -89,6 +89,27 @@ def test_step_cost_on_the_embedded_cpu_run():
     assert row["measured_speedup"] == pytest.approx(35.998265 / 53.000252, rel=1e-6)
 
 
+def test_step_cost_names_its_van_and_prefers_the_one_named_van_whatever_the_row_order(tmp_path):
+    import write_tables
+
+    vans = [
+        cell("vansyncv1", "van", 0, 110.0, tpot=9.0),
+        cell("vansync", "van", 0, 100.0, tpot=10.0),
+        cell("kpadauto12", "kpadauto", 12, 95.0, tpot=10.5),
+    ]
+    t = stepcost.step_cost(pd.DataFrame(), pd.DataFrame(vans)).iloc[0]
+    assert (t["reference"], t["measured_speedup"], t["r"]) == ("vansync", pytest.approx(0.95), pytest.approx(1.05))
+    with_van = pd.DataFrame([*vans, cell("van", "van", 0, 200.0, tpot=5.0)])
+    assert stepcost.step_cost(pd.DataFrame(), with_van).iloc[0]["reference"] == "van"
+    cells = tmp_path / "cells.parquet"
+    pd.DataFrame(vans).to_parquet(cells)
+    write_tables.write_step_cost(None, str(cells), str(tmp_path / "s.parquet"), str(tmp_path / "s.md"))
+    assert (
+        "In M / mix, R and the measured speed-up are against vansync (the cell has no configuration named van with "
+        "a valid median)." in (tmp_path / "s.md").read_text()
+    )
+
+
 def test_best_kpad_and_failure_labels():
     b = tables.best_kpad(CELLS).iloc[0]
     assert (b["best_k"], b["best_kpad_tok_s"], b["best_from"]) == (8, 150.0, "K-sweep")

@@ -116,12 +116,45 @@ def test_run_timeline_marks_runs_that_are_not_ok_with_their_status_and_bands_eac
     assert "nopad8 r1: boot_failed" in texts(by_title["A / mix: 2 runs, 1 ok"])
 
 
-@pytest.mark.parametrize("draw", [repeat_figures.kpad_vs_nopad, repeat_figures.run_timeline])
+@pytest.mark.parametrize(
+    "draw", [repeat_figures.kpad_vs_nopad, repeat_figures.run_timeline, repeat_figures.auto_lengths]
+)
 def test_run_figures_of_no_runs_say_so(draw):
     fig = draw(RUNS.iloc[0:0])
     assert len(fig.axes) == 1 and fig.axes[0].texts[0].get_text().endswith(
-        ("no cell ran both kpad and nopad at one K", "no run records with start times")
+        (
+            "no cell ran both kpad and nopad at one K",
+            "no run records with start times",
+            "no kpadauto runs in these records",
+        )
     )
+
+
+def test_auto_lengths_draws_each_runs_shares_by_length_and_only_the_status_of_a_failed_run():
+    def auto(repeat, counts, status="ok", full=1.0):
+        r = run("A", "sharegpt", "kpadauto12", "kpadauto", 12, repeat, 100.0, status=status)
+        return {**r, "lengths": "0,2,4,8,12", "auto_steps_by_length": counts, "full_share_decode": full}
+
+    runs = pd.DataFrame(
+        [
+            auto(1, [300, 0, 100]),  # 75% at L = 0, 25% at L = 2
+            auto(2, [0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 30], full=0.96),  # 25% at 4, 75% at 12
+            auto(3, [50, 0, 50], status="invalid"),  # counters of a run that is not ok are not drawn
+            run("A", "sharegpt", "van", "van", None, 1, 90.0),  # not kpadauto: no bar
+        ]
+    )
+    fig = repeat_figures.auto_lengths(runs)
+    (ax,) = [a for a in fig.axes if a.get_title()]
+    assert ax.get_title() == "A / sharegpt"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["kpadauto12 r1", "kpadauto12 r2", "kpadauto12 r3"]
+    bars = sorted(
+        (round(p.get_y() + p.get_height() / 2), round(p.get_x(), 3), round(p.get_width(), 3)) for p in ax.patches
+    )
+    # r1 at y = 2, r2 at y = 1, r3 (invalid) at y = 0 has none
+    assert bars == [(1, 0.0, 0.25), (1, 0.25, 0.75), (2, 0.0, 0.75), (2, 0.75, 0.25)]
+    assert texts(ax) == sorted(["75%", "25%", "400 steps, FULL 1.000", "25%", "75%", "40 steps, FULL 0.960", "invalid"])
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["L = 0", "L = 2", "L = 4", "L = 8", "L = 12"]
 
 
 def _confirmation(hours_later: int) -> pd.DataFrame:

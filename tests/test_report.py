@@ -165,7 +165,8 @@ def test_make_figures_names_the_figures_it_skipped_and_the_argument_that_adds_th
         "results/reference/kpad_published.parquet (make figures REFERENCE=...)" in p.stdout
     )
     assert (
-        "draw_figures: skipped k_vs_r, kpad_vs_nopad, paired_ratios, run_timeline: they need the run records, "
+        "draw_figures: skipped k_vs_r, kpad_vs_nopad, paired_ratios, run_timeline, auto_lengths: they need the run "
+        "records, "
         "add --runs results/runs.parquet (make figures RUNS=...)" in p.stdout
     )
 
@@ -181,8 +182,8 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     )
     assert p.returncode != 0
     assert (
-        "DATA=typo is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto or "
-        "gpu-8b-auto-skip" in p.stderr
+        "DATA=typo is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, "
+        "gpu-8b-auto-skip or gpu-8b-auto-runner" in p.stderr
     )
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10
 

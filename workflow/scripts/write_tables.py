@@ -62,6 +62,14 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
             f"{f(r['predicted_speedup'])} | {f(r['measured_speedup'])} | "
             f"{'-' if pd.isna(r['k_bar_exceeds_r']) else ('yes' if r['k_bar_exceeds_r'] else 'no')} |"
         )
+    others = t[t["reference"] != "van"].drop_duplicates(["model", "corpus"]) if "reference" in t else t.iloc[0:0]
+    if len(others):
+        lines.append("")
+        lines += [
+            f"In {r['model']} / {r['corpus']}, R and the measured speed-up are against {r['reference']} (the cell has "
+            "no configuration named van with a valid median)."
+            for _, r in others.iterrows()
+        ]
     fit = stepcost.kbar_fit(runs)
     if len(fit):
         lines += [

@@ -329,3 +329,98 @@ def run_timeline(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     )
     fig.tight_layout(rect=(0, 0.05 + 0.05 * rows, 1, 1))
     return fig
+
+
+def _counts(value) -> list[int]:
+    """A per-length counter as stored in the runs table (list, array or JSON text; ``[]`` when absent)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    if isinstance(value, str):
+        import json
+
+        value = json.loads(value) if value.strip() else []
+    return [int(v) for v in value]
+
+
+def auto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
+    """What kpadauto's length rule chose: each kpadauto run's steps by chosen draft length L, as shares.
+
+    Args:
+        runs: run records with ``method``, ``configuration``, ``repeat``, ``status``, ``lengths`` (the captured
+            draft lengths, e.g. ``"0,2,4,8,12"``), ``auto_steps_by_length`` (steps given length L, indexed by L;
+            :mod:`kpadstudy.record`), ``decode_steps_FULL`` and ``full_share_decode``, and ``phase`` when present.
+        note: a line under the title.
+
+    One panel per (model, corpus) with kpadauto runs; one horizontal bar per run (``kpadauto12 r1``, the
+    confirmation's as ``confirm r1``), split into the shares of its steps at each length (L = 0 is a one-token
+    decode, as van's), each share of 8% or more labelled; beside the bar the number of steps the rule gave a
+    length and the FULL share of decode steps. A run that is not ``ok`` gets no bar, only its status: its
+    counters are not data.
+    """
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import PercentFormatter
+
+    if runs is None or runs.empty or "method" not in runs or not (runs["method"] == "kpadauto").any():
+        return _empty("kpadauto lengths: no kpadauto runs in these records")
+    runs = paired.prepared_runs(runs)
+    auto = runs[runs["method"] == "kpadauto"]
+    cells = sorted({(m, c) for m, c in zip(auto["model"], auto["corpus"], strict=True)})
+    lengths_all = sorted(
+        {int(x) for v in auto["lengths"].dropna() for x in str(v).split(",") if x.strip()}
+        | {i for v in auto["auto_steps_by_length"] for i, n in enumerate(_counts(v)) if n}
+    )
+    colours = {L: plt.get_cmap("viridis")(0.9 * i / max(1, len(lengths_all) - 1)) for i, L in enumerate(lengths_all)}
+    height = max(1.8, 0.34 * max(len(auto[(auto["model"] == m) & (auto["corpus"] == c)]) for m, c in cells) + 1.2)
+    fig, axes = _grid(len(cells), 6.0, height, ncol_max=1)
+    for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
+        g = auto[(auto["model"] == model) & (auto["corpus"] == corpus)]
+        phase_order = g["phase"].map({"sweep": 0, "confirm": 1}).fillna(2)
+        g = g.assign(_p=phase_order).sort_values(["_p", "phase", "configuration", "repeat"]).reset_index(drop=True)
+        y = np.arange(len(g))[::-1]
+        labels = []
+        for yi, (_, r) in zip(y, g.iterrows(), strict=True):
+            tag = f"r{int(r['repeat'])}" if r["phase"] == "sweep" else f"{r['phase']} r{int(r['repeat'])}"
+            labels.append(f"{r['configuration']} {tag}")
+            counts = _counts(r["auto_steps_by_length"])
+            total = sum(counts)
+            if r["status"] != "ok" or total == 0:
+                why = r["status"] if r["status"] != "ok" else "no length counted"
+                ax.annotate(why, (0.01, yi), ha="left", va="center", fontsize=7, color="0.4")
+                continue
+            left = 0.0
+            for L, n in enumerate(counts):
+                if n == 0:
+                    continue
+                share = n / total
+                ax.barh(yi, share, left=left, height=0.7, color=colours.get(L, "0.6"), edgecolor="white", linewidth=0.5)
+                if share >= 0.08:
+                    ink = "white" if sum(to_rgb(colours.get(L, "0.6"))) / 3 < 0.5 else "black"
+                    ax.annotate(
+                        f"{share:.0%}", (left + share / 2, yi), ha="center", va="center", fontsize=6.5, color=ink
+                    )
+                left += share
+            full = r.get("full_share_decode")
+            full_text = "FULL -" if pd.isna(full) else f"FULL {full:.3f}"
+            ax.annotate(
+                f"{total:,} steps, {full_text}", (1.01, yi), xycoords=("axes fraction", "data"), ha="left",
+                va="center", fontsize=6.5,
+            )  # fmt: skip
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.6, len(g) - 0.4)
+        ax.set_yticks(y)
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xlabel("share of the steps the length rule gave a draft length", fontsize=8)
+        ax.set_title(f"{model} / {corpus}", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+    handles = [Patch(color=colours[L], label=f"L = {L}") for L in lengths_all]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
+    _suptitle(
+        fig,
+        "kpadauto: steps by chosen draft length L (L = 0: a one-token decode, as van's), FULL share of decode steps",
+        note,
+        6.0,
+    )
+    fig.tight_layout(rect=(0.0, 0.07, 0.86, 1.0))
+    return fig

@@ -46,6 +46,24 @@ def step_time_ms(runs: pd.DataFrame) -> pd.Series:
     return t.where(runs["status"] == "ok")
 
 
+def reference_van(cell: pd.DataFrame) -> pd.Series | None:
+    """The van row of one cell that R and the measured speed-up divide by, or None when the cell has none with a
+    valid median.
+
+    A cell may hold several configurations of method van (vansync: van with async scheduling off; vansyncv1: the
+    same on vLLM's V1 model runner): the one named ``van`` when it has a valid median, else the first by name
+    that has one, so the choice never depends on row order and :func:`step_cost` names it (``reference``).
+
+    Args:
+        cell: the cells rows of one (model, corpus), with ``method``, ``configuration``, ``output_tok_s_median``.
+    """
+    van = cell[(cell["method"] == "van") & cell["output_tok_s_median"].notna()]
+    if van.empty:
+        return None
+    van = van.assign(_plain=van["configuration"] != "van").sort_values(["_plain", "configuration"])
+    return van.iloc[0].drop("_plain")
+
+
 def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     """The K-bar vs R table: one row per speculative configuration of a cell whose van has a valid median.
 
@@ -55,6 +73,7 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Columns ``model, corpus, configuration, method, k, device, tokens_per_request_step`` (K-bar),
+        ``reference`` (the van configuration R and the measured speed-up divide by: :func:`reference_van`),
         ``step_time_ms`` and ``van_step_time_ms`` (engine-step medians, NaN when not counted),
         ``r_steps`` (their ratio), ``r_tpot`` (TPOT_config x K-bar / TPOT_van), ``r`` and ``r_from``
         (engine steps when both sides were counted, else TPOT), ``predicted_speedup`` = K-bar / r,
@@ -74,10 +93,9 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         c["step_time_ms"] = np.nan
     rows = []
     for (model, corpus), g in c.groupby(["model", "corpus"], sort=True):
-        van = g[g["method"] == "van"]
-        if van.empty or van["output_tok_s_median"].isna().all():
+        van = reference_van(g)
+        if van is None:
             continue
-        van = van.iloc[0]
         for _, x in g[g["method"] != "van"].sort_values(["method", "k"]).iterrows():
             kbar = x["tokens_per_request_step_median"]
             r_steps = x["step_time_ms"] / van["step_time_ms"]
@@ -96,6 +114,7 @@ def step_cost(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
                     "device": x["device"],
                     "tokens_per_request_step": kbar,
                     "step_time_ms": x["step_time_ms"],
+                    "reference": van["configuration"],
                     "van_step_time_ms": van["step_time_ms"],
                     "r_steps": r_steps,
                     "r_tpot": r_tpot,
