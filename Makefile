@@ -103,7 +103,7 @@ figures:
 
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
 # in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
-#   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto | gpu-8b-auto | gpu-8b-auto-skip
+#   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto | gpu-8b-auto | gpu-8b-auto-skip | gpu-8b-auto-runner
 # Each preset is config/cache/<DATA>.yaml after its study's config; the report (Snakemake's --report: landing
 # text naming the data, its tables, its figures) goes into the data set's tables folder, REPORT_<DATA>.
 RESULTS_VENV ?= .venv-results
@@ -122,6 +122,7 @@ FROM_CACHE_gpu-paired := config/gpu-paired.yaml config/gpu-confirm.yaml config/c
 FROM_CACHE_gpu-auto := config/gpu-auto.yaml config/cache/gpu-auto.yaml
 FROM_CACHE_gpu-8b-auto := config/gpu-8b-auto.yaml config/cache/gpu-8b-auto.yaml
 FROM_CACHE_gpu-8b-auto-skip := config/gpu-8b-auto-skip.yaml config/cache/gpu-8b-auto-skip.yaml
+FROM_CACHE_gpu-8b-auto-runner := config/gpu-8b-auto-runner.yaml config/cache/gpu-8b-auto-runner.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -129,10 +130,11 @@ REPORT_gpu-paired := results/gpu/paired/report.html
 REPORT_gpu-auto := results/gpu/auto/report.html
 REPORT_gpu-8b-auto := results/gpu/8b-auto/report.html
 REPORT_gpu-8b-auto-skip := results/gpu/8b-auto-skip/report.html
+REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
 ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto or gpu-8b-auto-skip)
+$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip or gpu-8b-auto-runner)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed
