@@ -165,14 +165,14 @@ def test_skipped_speculation_answers_empty_drafts_and_holds_the_sampled_tokens_b
     monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", True)
     assert proposer.propose(4, batch, [[7]]) == [[]]
     assert "a" in proposer.suffix_cache.active_requests  # the prompt tree was built
-    assert proposer._kpad_pending == {"a": [7]}  # the sampled token waits for the next step that looks up
-    assert "speculate" not in vars(proposer.suffix_cache)  # the real method is back
+    # the sampled token waits for the next step that looks up: for the request's tree and the global one (sequence 0)
+    assert proposer._kpad_pending == {"local": {"a": [7]}, "global": [(0, [7])]}
     assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
     monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", False)
     tokens[0, 13] = 8
     batch.num_tokens_no_spec = np.array([14])
     assert proposer.propose(4, batch, [[8]]) == [[9, 5, 6, 7]]  # the prompt's continuation of ... 5 6 7 8
-    assert proposer._kpad_pending == {}
+    assert proposer._kpad_pending == {"local": {}, "global": []}
     assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 1
 
 
@@ -194,41 +194,32 @@ def _suffix_proposer(max_model_len: int, max_cached_requests: int = 100):
     )
 
 
-#: non-empty drafts over the 19 compared steps of the test below (counted once from vLLM's own propose)
-NONEMPTY_DRAFTS = {100: 92, 3: 91}
-
-
-@pytest.mark.parametrize("max_cached_requests", [100, 3])
-def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eager_updates(
-    monkeypatch, tmp_path, max_cached_requests
-):
-    """Two proposers see the same 8 requests (staggered, one reaching max_model_len, a small vocabulary so
-    suffixes repeat within and across requests): one patched, its lookups skipped on 3 steps of every 5 (tree
-    updates deferred), the other vLLM's own propose on every step (eager updates, as the plugin did before).
-    On every step that looks up, the drafts must be the same; with 3 cached requests the global cache evicts
-    responses whose tokens are still held back. The last requests stop in skipped steps; then a new request
-    probes both global caches."""
+def _replay_skips(kpad_plugin, monkeypatch, seed: int, max_cached_requests: int) -> tuple[int, int]:
+    """8 requests (staggered, one reaching max_model_len, a vocabulary of 6 so suffixes repeat within and across
+    requests) through two proposers: one patched, its lookups skipped on 3 steps of every 5 (tree updates
+    deferred), the other vLLM's own propose on every step (eager updates). Asserts the same drafts on every step
+    that looks up, empty ones on skipped steps, and after the last requests stop in skipped steps (r7 at step 42,
+    r3 at 46, r6 at 48), a new request's drafts. Returns (steps compared, non-empty drafts compared)."""
     from types import SimpleNamespace
 
     import numpy as np
 
-    import kpad_plugin
-
-    kpad_plugin._patch_suffix_proposer()
-    monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
-    monkeypatch.setattr(kpad_plugin, "_stats", {})
     max_len = 48
     patched, eager = _suffix_proposer(max_len, max_cached_requests), _suffix_proposer(max_len, max_cached_requests)
     vllm_propose = type(eager).propose._kpad_original
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     motif = [int(t) for t in rng.integers(0, 6, 9)]
-    # request -> (first step, last step + 1, prompt); r3 (13 prompt tokens) runs in steps 6-45, at max_model_len
-    # from step 40
-    requests = {f"r{i}": (i * 2, i * 2 + 28 + 12 * (i == 3), motif[: 3 + i] + [int(t) for t in rng.integers(0, 6, 7)])
-                for i in range(8)}  # fmt: skip
+    # request -> (first step, last step + 1, prompt): r3 (13 prompt tokens) runs in steps 6-45, at max_model_len
+    # from step 40; r6 in steps 30-47, stopped in skipped step 48 with the tokens of skipped steps 46-47 held back;
+    # "probe" comes alone after the others, its prompt the motif rotated
+    requests = {
+        f"r{i}": (i * 2, i * 2 + 28, motif[: 3 + i] + [int(t) for t in rng.integers(0, 6, 7)]) for i in range(8)
+    }
+    requests["r3"], requests["r6"] = (6, 46, requests["r3"][2]), (30, 48, requests["r6"][2])
+    requests["probe"] = (49, 50, motif[2:] + motif[:2])
     seqs = {r: list(p) for r, (_, _, p) in requests.items()}
-    compared = nonempty = skipped = 0
-    for step in range(49):  # r7 is stopped at step 42, r3 at 46: both skipped steps
+    compared = nonempty = 0
+    for step in range(50):
         live = [r for r, (a, b, _) in requests.items() if a <= step < b]
         sampled = []
         for r in live:  # copy the motif most of the time: drafts find it in other requests' responses
@@ -236,8 +227,7 @@ def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eag
             if len(seqs[r]) < max_len:
                 seqs[r].append(nxt)
             sampled.append([nxt])
-        width = max([len(seqs[r]) for r in live], default=1)
-        tokens = np.zeros((max(1, len(live)), width), dtype=np.int32)
+        tokens = np.zeros((max(1, len(live)), max([len(seqs[r]) for r in live], default=1)), dtype=np.int32)
         for i, r in enumerate(live):
             tokens[i, : len(seqs[r])] = seqs[r]
         batch = SimpleNamespace(
@@ -247,26 +237,59 @@ def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eag
             num_tokens_no_spec=np.array([len(seqs[r]) for r in live]),
             token_ids_cpu=tokens,
         )
-        skip = step % 5 in (1, 2, 3)
+        skip = step % 5 in (1, 2, 3) and step != 49
+        if step == 49:  # the last requests stopped in skipped steps: their responses still wait for the global tree
+            assert patched._kpad_pending["global"] and not patched.suffix_cache.active_requests
         monkeypatch.setattr(kpad_plugin, "_SKIP_SPECULATION", skip)
         got = patched.propose(4, batch, sampled)
         want = vllm_propose(eager, 4, batch, sampled)
         if skip:
-            skipped += 1
             assert got == [[] for _ in live]
         else:
             compared += 1
             nonempty += sum(1 for d in want if d)
-            assert got == want, f"step {step}"
+            assert got == want, f"seed {seed}, {max_cached_requests} cached requests, step {step}: {live}"
         assert set(patched.suffix_cache.active_requests) == set(eager.suffix_cache.active_requests)
-    assert (compared, skipped, nonempty) == (19, 30, NONEMPTY_DRAFTS[max_cached_requests])
-    assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 30
-    assert not patched.suffix_cache.active_requests and not patched.__dict__["_kpad_pending"]
-    probes = []
-    for cache in (patched.suffix_cache, eager.suffix_cache):
-        cache.start_request("probe", np.array([9, 9], dtype=np.int32))
-        probes.append([cache.speculate("probe", motif[i : i + 3], max_spec_tokens=6).token_ids for i in range(6)])
-    assert probes[0] == probes[1] and sum(map(len, probes[0])) > 0
+    assert want[0], "the probe found the motif in the cached responses"
+    return compared, nonempty
+
+
+def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eager_updates(monkeypatch, tmp_path):
+    """vLLM's own SuffixDecodingProposer and arctic-inference's cache, 40 seeds, with and without evictions from
+    the global cache (3 cached requests: responses whose tokens are still held back get evicted). Held-back tokens
+    appended to the global tree request by request instead of in vLLM's order (this plugin's first version) give
+    another draft from seed 1 on: where two continuations are seen equally often, the lookup takes the one
+    inserted first."""
+    import kpad_plugin
+
+    kpad_plugin._patch_suffix_proposer()
+    monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
+    monkeypatch.setattr(kpad_plugin, "_stats", {})
+    for cached in (100, 3):
+        for seed in range(40):
+            compared, nonempty = _replay_skips(kpad_plugin, monkeypatch, seed, cached)
+            assert compared == 20
+            if seed == 7:  # counted once from vLLM's own propose: the drafts compared are real ones
+                assert nonempty == {100: 89, 3: 88}[cached]
+    assert kpad_plugin._stats["worker0"].counts["skipped_speculation_steps"] == 2 * 40 * 30
+
+
+def test_deferred_updates_refuse_at_start_an_arctic_inference_without_the_cache_internals_they_read():
+    import kpad_plugin
+
+    kpad_plugin.check_cache_internals()  # arctic-inference 0.3.0, installed here: nothing raised
+
+    class OtherCache:  # a release that keeps its trees elsewhere
+        def __init__(self, max_tree_depth, max_cached_requests):
+            self._local_trees, self._req_to_seq_id = {}, {}
+
+    with pytest.raises(kpad_plugin.SuffixUnavailableError) as err:
+        kpad_plugin.check_cache_internals(OtherCache)
+    assert str(err.value) == (
+        "kpadauto's skipped speculation defers suffix tree updates through OtherCache's _global_tree, which this "
+        "arctic-inference lacks: install arctic-inference==0.3.0, or set KPAD_AUTO_SKIP_SPECULATION=0 (lookups on "
+        "every step)"
+    )
 
 
 def test_cost_request_counts():

@@ -531,7 +531,7 @@ def test_draw_on_the_published_parquet_writes_the_study_figures(tmp_path):
         "kpad_vs_nopad",
         "paired_ratios",
         "run_timeline",
-        "auto_lengths",
+        "kpadauto_lengths",
     ]
 
 

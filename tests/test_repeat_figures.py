@@ -117,7 +117,7 @@ def test_run_timeline_marks_runs_that_are_not_ok_with_their_status_and_bands_eac
 
 
 @pytest.mark.parametrize(
-    "draw", [repeat_figures.kpad_vs_nopad, repeat_figures.run_timeline, repeat_figures.auto_lengths]
+    "draw", [repeat_figures.kpad_vs_nopad, repeat_figures.run_timeline, repeat_figures.kpadauto_lengths]
 )
 def test_run_figures_of_no_runs_say_so(draw):
     fig = draw(RUNS.iloc[0:0])
@@ -130,7 +130,7 @@ def test_run_figures_of_no_runs_say_so(draw):
     )
 
 
-def test_auto_lengths_draws_each_runs_shares_by_length_and_only_the_status_of_a_failed_run():
+def test_kpadauto_lengths_draws_each_runs_shares_by_length_and_only_the_status_of_a_failed_run():
     def auto(repeat, counts, status="ok", full=1.0):
         r = run("A", "sharegpt", "kpadauto12", "kpadauto", 12, repeat, 100.0, status=status)
         return {**r, "lengths": "0,2,4,8,12", "auto_steps_by_length": counts, "full_share_decode": full}
@@ -143,7 +143,7 @@ def test_auto_lengths_draws_each_runs_shares_by_length_and_only_the_status_of_a_
             run("A", "sharegpt", "van", "van", None, 1, 90.0),  # not kpadauto: no bar
         ]
     )
-    fig = repeat_figures.auto_lengths(runs)
+    fig = repeat_figures.kpadauto_lengths(runs)
     (ax,) = [a for a in fig.axes if a.get_title()]
     assert ax.get_title() == "A / sharegpt"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["kpadauto12 r1", "kpadauto12 r2", "kpadauto12 r3"]

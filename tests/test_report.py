@@ -165,7 +165,7 @@ def test_make_figures_names_the_figures_it_skipped_and_the_argument_that_adds_th
         "results/reference/kpad_published.parquet (make figures REFERENCE=...)" in p.stdout
     )
     assert (
-        "draw_figures: skipped k_vs_r, kpad_vs_nopad, paired_ratios, run_timeline, auto_lengths: they need the run "
+        "draw_figures: skipped k_vs_r, kpad_vs_nopad, paired_ratios, run_timeline, kpadauto_lengths: they need the run "
         "records, "
         "add --runs results/runs.parquet (make figures RUNS=...)" in p.stdout
     )

@@ -10,8 +10,9 @@ request and step (random weights: nothing repeats), 256 steps per request, K = 1
 batches are warm-up. Each batch ends with a step without its requests, which stops them (and, with the
 lookups skipped, first appends the tokens held back to the trees); that step's time counts in the batch's.
 Prints milliseconds per step with lookups (the patch's flag off, as with ``KPAD_AUTO_SKIP_SPECULATION=0``
-or on a step whose drafts may pay) and with them skipped (the flag on: no lookups, tree updates deferred),
-their ratio, and the length rule's own time per step (``choose_length`` and ``no_draft_pays`` at 32 requests).
+or on a step whose drafts may pay), with them skipped (the flag on: no lookups, tree updates deferred) and with
+the lookups alone skipped (the plugin until 2026-12-02), the ratios within paired batches, and the length rule's
+own time per step (``choose_length`` and ``no_draft_pays`` at 32 requests).
 CPU time of this machine: the H200 host's cores differ.
 """
 
@@ -44,8 +45,23 @@ def proposer():
     )
 
 
-def batch_seconds(prop, rng: np.random.Generator, tag: str, skip: bool) -> float:
-    """Seconds per step of ``propose`` over one batch of 32 requests decoded for 256 steps."""
+def lookups_only(prop, *args):  # noqa: ANN001, ANN002
+    """vLLM's own ``propose`` with ``SuffixDecodingCache.speculate`` answering an empty draft: the skip as this
+    plugin made it until 2026-12-02 (lookups skipped, every tree update on every step), kept here to compare."""
+    from arctic_inference.suffix_decoding import SuffixDecodingDraft
+
+    original = type(prop).propose._kpad_original
+    prop.suffix_cache.speculate = lambda *a, **k: SuffixDecodingDraft()  # noqa: ARG005
+    try:
+        return original(prop, *args)
+    finally:
+        del prop.suffix_cache.speculate
+
+
+def batch_seconds(prop, rng: np.random.Generator, tag: str, mode: str) -> float:
+    """Seconds per step of ``propose`` over one batch of 32 requests decoded for 256 steps; ``mode`` is ``on``
+    (lookups), ``skipped`` (the plugin's skip: no lookups, tree updates deferred) or ``lookups-only``
+    (:func:`lookups_only`)."""
     prompts = [int(n) for n in rng.integers(50, 600, REQUESTS)]
     width = max(prompts) + STEPS + 1
     tokens = np.zeros((REQUESTS, width), dtype=np.int32)
@@ -60,21 +76,22 @@ def batch_seconds(prop, rng: np.random.Generator, tag: str, skip: bool) -> float
         num_tokens_no_spec=lengths,
         token_ids_cpu=tokens,
     )
-    kpad_plugin._SKIP_SPECULATION = skip
+    kpad_plugin._SKIP_SPECULATION = mode == "skipped"
+    propose = (lambda *a: lookups_only(prop, *a)) if mode == "lookups-only" else prop.propose
     total = 0.0
     for _ in range(STEPS):
         sampled = rng.integers(0, 49152, REQUESTS)
         tokens[np.arange(REQUESTS), lengths] = sampled
         lengths += 1
         start = time.perf_counter()
-        prop.propose(K, batch, [[int(t)] for t in sampled])
+        propose(K, batch, [[int(t)] for t in sampled])
         total += time.perf_counter() - start
     # the batch's requests finish: a step without them stops each (and, skipped, appends its held-back tokens)
     done = SimpleNamespace(
         req_ids=[], req_id_to_index={}, num_prompt_tokens=[], num_tokens_no_spec=[], token_ids_cpu=tokens
     )
     start = time.perf_counter()
-    prop.propose(K, done, [])
+    propose(K, done, [])
     total += time.perf_counter() - start
     kpad_plugin._SKIP_SPECULATION = False
     return total / STEPS
@@ -103,22 +120,26 @@ def main() -> None:
     rng = np.random.default_rng(0)
     prop = proposer()
     for b in range(4):
-        batch_seconds(prop, rng, f"warm{b}", skip=False)
-    on, off = [], []
-    for b in range(args.batches):  # interleaved: drift of this machine falls on both sides alike
-        off.append(batch_seconds(prop, rng, f"off{b}", skip=False))
-        on.append(batch_seconds(prop, rng, f"on{b}", skip=True))
-    ratios = [a / b for a, b in zip(on, off, strict=True)]
+        batch_seconds(prop, rng, f"warm{b}", "on")
+    sides = {"on": [], "skipped": [], "lookups-only": []}
+    for b in range(args.batches):  # interleaved: drift of this machine falls on every side alike
+        for mode, values in sides.items():
+            values.append(batch_seconds(prop, rng, f"{mode}{b}", mode))
 
     def ms(values: list[float]) -> str:
         lo, hi = min(values) * 1e3, max(values) * 1e3
         return f"{statistics.median(values) * 1e3:.3f} ms per step (median; {lo:.3f}-{hi:.3f})"
 
+    def ratio(a: str, b: str) -> str:
+        r = [x / y for x, y in zip(sides[a], sides[b], strict=True)]
+        return f"{statistics.median(r):.2f}x (median of {len(r)} paired batches; {min(r):.2f}-{max(r):.2f})"
+
     print(f"suffix proposer, {REQUESTS} requests per step, K = {K}, {args.batches} batches of {STEPS} steps each side:")
-    print(f"  lookups on:      {ms(off)}")
-    print(f"  lookups skipped: {ms(on)}")
-    spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-    print(f"  skipped / on:    {statistics.median(ratios):.2f}x (median of {len(ratios)} paired batches; {spread})")
+    print(f"  lookups on:                      {ms(sides['on'])}")
+    print(f"  skipped (deferred tree updates): {ms(sides['skipped'])}")
+    print(f"  lookups-only skip (until 12-02): {ms(sides['lookups-only'])}")
+    print(f"  skipped / on:                    {ratio('skipped', 'on')}")
+    print(f"  skipped / lookups-only:          {ratio('skipped', 'lookups-only')}")
     print(
         f"length rule (choose_length + no_draft_pays, {REQUESTS} requests): {rule_seconds(rng) * 1e3:.3f} ms per step"
     )

@@ -60,9 +60,9 @@ FIGURES = [
     "kpad_vs_nopad",
     "paired_ratios",
     "run_timeline",
-    "auto_lengths",
+    "kpadauto_lengths",
 ]
-RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline", "auto_lengths"]  # drawn from run records
+RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline", "kpadauto_lengths"]  # drawn from run records
 CONFIRM = config["confirm"]
 # cells the figures, comparison and recommendations read: with confirmation, the sweep's cells with the
 # confirmation's van / suf / bestkpad rows preferred (rule analysis_cells)

@@ -19,7 +19,7 @@ PUBLISHED_NOTE = "published K-pad study (8x B200, vLLM 1.7.dev): one number per 
 read_cells = tables.read_cells
 CELL_FIGURES = ["best_k_heatmap", "bestkpad_over_suf", "k_sweep", "van_suf_bestkpad"]
 # figures of the run records (kpadstudy.repeat_figures), drawn when runs are given
-RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline", "auto_lengths"]
+RUN_FIGURES = ["k_vs_r", "kpad_vs_nopad", "paired_ratios", "run_timeline", "kpadauto_lengths"]
 
 
 def figure_names(reference_path: str | None, runs_path: str | None, cells_are_published: bool = False) -> list[str]:
@@ -98,7 +98,7 @@ def draw(
         figs["kpad_vs_nopad"] = repeat_figures.kpad_vs_nopad(runs, note=note)
         figs["paired_ratios"] = repeat_figures.paired_ratios(paired.paired_table(runs), note=note)
         figs["run_timeline"] = repeat_figures.run_timeline(runs, note=note)
-        figs["auto_lengths"] = repeat_figures.auto_lengths(runs, note=note)
+        figs["kpadauto_lengths"] = repeat_figures.kpadauto_lengths(runs, note=note)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

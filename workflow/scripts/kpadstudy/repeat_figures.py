@@ -342,20 +342,23 @@ def _counts(value) -> list[int]:
     return [int(v) for v in value]
 
 
-def auto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
+def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     """What kpadauto's length rule chose: each kpadauto run's steps by chosen draft length L, as shares.
 
     Args:
-        runs: run records with ``method``, ``configuration``, ``repeat``, ``status``, ``lengths`` (the captured
-            draft lengths, e.g. ``"0,2,4,8,12"``), ``auto_steps_by_length`` (steps given length L, indexed by L;
-            :mod:`kpadstudy.record`), ``decode_steps_FULL`` and ``full_share_decode``, and ``phase`` when present.
+        runs: run records with ``model``, ``corpus``, ``method``, ``configuration``, ``repeat``, ``status``,
+            ``lengths`` (the captured draft lengths, e.g. ``"0,2,4,8,12"``), ``auto_steps_by_length`` (steps given
+            length L, a list indexed by L; :mod:`kpadstudy.record`), ``full_share_decode`` (0-1), and ``phase``
+            when present.
         note: a line under the title.
 
-    One panel per (model, corpus) with kpadauto runs; one horizontal bar per run (``kpadauto12 r1``, the
-    confirmation's as ``confirm r1``), split into the shares of its steps at each length (L = 0 is a one-token
-    decode, as van's), each share of 8% or more labelled; beside the bar the number of steps the rule gave a
-    length and the FULL share of decode steps. A run that is not ``ok`` gets no bar, only its status: its
-    counters are not data.
+    Returns:
+        One Figure: one panel per (model, corpus) with kpadauto runs, one horizontal bar per run (``kpadauto12
+        r1``, the confirmation's as ``confirm r1``) split into the shares of its steps at each length (L = 0 is a
+        one-token decode, as van's), each share of 8% or more labelled; beside the bar the number of steps the
+        rule gave a length (exploration steps and mixed prefill steps included, so it can differ by one or two
+        from the executed steps) and the FULL share of decode steps. A run that is not ``ok`` gets no bar, only
+        its status: its counters are not data. Without kpadauto runs, a figure that says so.
     """
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
