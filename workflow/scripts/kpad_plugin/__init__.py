@@ -27,6 +27,12 @@ Environment:
                                        (``auto.no_draft_pays``; worker in the scheduler's process, i.e.
                                        tensor parallel size 1) and defer its tree updates to the next step
                                        that looks up; 0: always speculate.
+    KPAD_AUTO_CHECK_DEFERRED=1         with the skip: also run vLLM's own proposer on a second suffix cache
+                                       updated on every step, compare its drafts with each step that looks
+                                       up, count ``deferred_check_steps``, ``deferred_check_mismatches``
+                                       (requests whose drafts differ) and ``deferred_check_draft_tokens``
+                                       (vLLM's draft tokens compared) (role ``worker<rank>``); about
+                                       doubles the proposer's time: for checks, not measured runs.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -495,6 +501,28 @@ def _record_responses(proposer, input_batch, sampled_token_ids) -> list[list[int
     return [[] for _ in sampled_token_ids]
 
 
+def _shadow_proposer(proposer):  # noqa: ANN001, ANN202 - vLLM's SuffixDecodingProposer
+    """With ``KPAD_AUTO_CHECK_DEFERRED=1``: a copy of ``proposer`` with a suffix cache of its own (same tree depth
+    and cached-request limit), made at the first ``propose`` (both caches empty then) and kept on ``proposer``;
+    the patched ``propose`` runs vLLM's own method on it every step, skipped or not, so its drafts are those of
+    vLLM's eager tree updates. Otherwise None.
+    """
+    if os.environ.get(auto.ENV_CHECK_DEFERRED, "0") != "1":
+        return None
+    shadow = proposer.__dict__.get("_kpad_shadow")
+    if shadow is None:
+        shadow = object.__new__(type(proposer))
+        shadow.__dict__.update(
+            {k: v for k, v in proposer.__dict__.items() if k not in ("_kpad_pending", "_kpad_shadow")}
+        )
+        cache = proposer.suffix_cache
+        shadow.suffix_cache = type(cache)(
+            max_tree_depth=cache.max_tree_depth, max_cached_requests=cache.max_cached_requests
+        )
+        proposer.__dict__["_kpad_shadow"] = shadow
+    return shadow
+
+
 def _patch_suffix_proposer() -> None:
     """``kpadauto``: while ``_SKIP_SPECULATION`` is set, vLLM's suffix proposer looks nothing up and defers its
     suffix tree updates (:func:`_record_responses`); the next step that speculates first appends what was held
@@ -517,11 +545,23 @@ def _patch_suffix_proposer() -> None:
         return
 
     def propose(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        shadow = _shadow_proposer(self)
+        expected = None
+        if shadow is not None:  # vLLM's eager updates and lookups, on a cache of its own
+            expected = original(shadow, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
+        stats = _stats_for(f"worker{_rank()}")
         if not _SKIP_SPECULATION:
             _flush_responses(self)
-            return original(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
+            drafts = original(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
+            if expected is not None and stats is not None:
+                same = [list(a) == list(b) for a, b in zip(drafts, expected, strict=True)]
+                stats.add(
+                    deferred_check_steps=1,
+                    deferred_check_mismatches=same.count(False),
+                    deferred_check_draft_tokens=sum(len(d) for d in expected),
+                )
+            return drafts
         drafts = _record_responses(self, input_batch, sampled_token_ids)
-        stats = _stats_for(f"worker{_rank()}")
         if stats is not None:
             stats.add(skipped_speculation_steps=1)
         return drafts

@@ -27,8 +27,9 @@ longer length than L* (up to the covering one), so a length once dropped is meas
 Skipping speculation (:func:`no_draft_pays`): when L* = 0 even if every request had a full draft of K_max
 tokens, it is 0 for every draft suffix decoding could propose to the same requests, so the next step's
 proposals are not needed;
-the plugin then skips the suffix tree lookups (``SuffixDecodingCache.speculate``; the tree is still updated
-with the new tokens) for that step, unless it is an exploration step.
+the plugin then skips the suffix tree lookups (``SuffixDecodingCache.speculate``) of that step, unless it is an
+exploration step, and holds its tree updates back until the next step that looks up, which appends them in
+vLLM's order first (so its drafts are those of vLLM's eager updates).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ ENV_LENGTHS = "KPAD_AUTO_LENGTHS"
 ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
 ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
+ENV_CHECK_DEFERRED = "KPAD_AUTO_CHECK_DEFERRED"
 DEFAULT_EXPLORE_EVERY = 64
 DEFAULT_COST_REPEATS = 3
 DEFAULT_SKIP = 1  # KPAD_AUTO_SKIP_SPECULATION: 1 = skip the lookups of steps whose drafts cannot pay

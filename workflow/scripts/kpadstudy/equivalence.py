@@ -171,10 +171,12 @@ def run_side(
     cpu_list: str | None = None,
     cuda_visible_devices: list[str] | None = None,
     lengths: list[int] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
 
     ``lengths`` (with ``pad``): adaptive K-pad (``kpadauto``) over these draft lengths, the largest = ``k``.
+    ``env``: more variables for the process, as a configuration entry's ``env`` (e.g. ``KPAD_AUTO_*`` settings).
 
     The process gets a server's environment (:func:`kpadstudy.runs.server_env`: our plugin named,
     padding flag, ``kvcache_space_gib`` of KV cache on CPU, ``cuda_visible_devices``), with the engine core
@@ -192,6 +194,7 @@ def run_side(
         "FULL_AND_PIECEWISE",
         0.9,
         lengths=runs.auto_lengths(lengths, k, "equivalence") if pad and lengths else (),
+        env=dict(env or {}),
     )
     node = node or {}
     # vLLM's internal ports in a locked block; its IPC sockets and temporary files in a scratch folder removed after

@@ -676,6 +676,8 @@ def _attempt(
         record["failed_requests"] = checks.get("failed_requests")
         record["corpus_prompt_tokens"] = corpus_prompt_tokens(ctx.records, ctx.model)
         record["server_prompt_tokens"] = checks.get("server_prompt_tokens")
+        with stage("counters"):
+            steps = step_measures(snap["stats"], after_stats)
         record["status"], record["reason"] = classify(
             bench_json,
             files["measured_n"],
@@ -688,6 +690,7 @@ def _attempt(
             prompt_tokens=(record["corpus_prompt_tokens"], record["server_prompt_tokens"])
             if ctx.backend != "fake"
             else (None, None),
+            deferred_mismatches=steps["kpad_deferred_check_mismatches"],
         )
         if bench_json:
             record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
@@ -700,8 +703,7 @@ def _attempt(
         delta = metrics.counter_delta(before, after)
         record.update({k: delta.get(k) for k in metrics.COUNTERS})
         record.update(metrics.speculation_measures(delta))
-        with stage("counters"):
-            record.update(step_measures(snap["stats"], after_stats))
+        record.update(steps)
         record.update(
             acceptance(
                 record["accepted_per_position"],

@@ -80,6 +80,9 @@ STAT_KEYS = (
     "auto_explore_steps",
 )
 POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
+#: worker counters of kpadauto's deferred-update check (kpad_plugin, ``KPAD_AUTO_CHECK_DEFERRED``)
+DEFERRED_CHECK_KEYS = ("deferred_check_steps", "deferred_check_mismatches", "deferred_check_draft_tokens")
+
 HISTOGRAMS = {  # record column -> scheduler counter prefix (counter <prefix><n>: count at n)
     "real_draft_per_position": POSITION_KEY,
     "verified_drafts_by_length": "verified_draft_len",  # verified request-steps by draft length n (pads included)
@@ -125,6 +128,9 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
         L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
         ``kpad_skipped_speculation_steps`` (``kpadauto``: steps whose suffix tree lookups were skipped),
+        ``kpad_deferred_check_steps`` / ``_mismatches`` / ``_draft_tokens`` (``kpadauto`` with
+        ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared with vLLM's eager proposer, requests whose
+        drafts differed, vLLM's draft tokens compared; 0 without the check),
         ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
         = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
         prompt tokens.
@@ -139,6 +145,8 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     overhead = after.get("scheduler", {}).get("auto_overhead_us")
     out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
     out["kpad_skipped_speculation_steps"] = delta("worker0", "skipped_speculation_steps")
+    for key in DEFERRED_CHECK_KEYS:
+        out[f"kpad_{key}"] = delta("worker0", key)
     for mode in MODES:
         out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
         out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
@@ -165,6 +173,7 @@ def classify(
     *,
     watchdog: str = "",
     prompt_tokens: tuple[int | None, int | None] = (None, None),
+    deferred_mismatches: int = 0,
 ) -> tuple[str, str]:
     """``(status, reason)`` of a measured run; see the module docstring of :mod:`kpadstudy.execute`.
 
@@ -182,6 +191,8 @@ def classify(
         watchdog: the stall / deadline watchdog's reason (``""`` when it did not fire).
         prompt_tokens: ``(corpus, server)`` prompt tokens of the measured prompts; a mismatch is invalid
             (None on either side: not compared).
+        deferred_mismatches: ``kpad_deferred_check_mismatches`` of :func:`step_measures` (``kpadauto`` with
+            ``KPAD_AUTO_CHECK_DEFERRED=1``): requests whose drafts after skipped steps differed from vLLM's.
     """
     if watchdog:
         return "invalid", watchdog
@@ -197,6 +208,12 @@ def classify(
         return "invalid", (
             "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH; kpadauto: its scheduler line with "
             "measured step costs is missing)"
+        )
+    if deferred_mismatches:
+        return "invalid", (
+            f"kpadauto's deferred suffix tree updates proposed other drafts than vLLM's eager updates for "
+            f"{deferred_mismatches} request-steps (KPAD_AUTO_CHECK_DEFERRED): a fault of the plugin on this vLLM / "
+            "arctic-inference; run with KPAD_AUTO_SKIP_SPECULATION=0 until it is fixed"
         )
     if bench.get("failed", 0) > 0:
         return "invalid", f"{bench['failed']} of {expected} requests failed{_kinds(bench.get('kpadstudy'))}"

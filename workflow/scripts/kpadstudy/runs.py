@@ -223,9 +223,9 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
 
     Raises:
         ValueError: a variable of :data:`RESERVED_ENV`; a ``KPAD_AUTO_*`` setting on a method other than
-            ``kpadauto`` (it would do nothing); ``KPAD_AUTO_SKIP_SPECULATION`` other than 0 / 1,
-            ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an integer >= 1 (the
-            server would refuse it only after loading the model); the message names the entry.
+            ``kpadauto`` (it would do nothing); ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED``
+            other than 0 / 1, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an
+            integer >= 1 (the server would refuse it only after loading the model); the message names the entry.
     """
     out = {str(k): str(int(v)) if isinstance(v, bool) else str(v) for k, v in (env or {}).items()}
     reserved = sorted(set(out) & set(RESERVED_ENV))
@@ -239,6 +239,11 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
         raise ValueError(f"{where}: env sets {knobs}, which only method kpadauto reads (this entry is {method})")
     if out.get(auto.ENV_SKIP, str(auto.DEFAULT_SKIP)) not in ("0", "1"):
         raise ValueError(f"{where}: env {auto.ENV_SKIP}={out[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
+    if out.get(auto.ENV_CHECK_DEFERRED, "0") not in ("0", "1"):
+        raise ValueError(
+            f"{where}: env {auto.ENV_CHECK_DEFERRED}={out[auto.ENV_CHECK_DEFERRED]!r}: "
+            "give 1 (check) or 0 (the default)"
+        )
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
         (auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1),
