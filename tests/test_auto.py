@@ -307,11 +307,15 @@ def test_the_engine_check_of_deferred_updates_counts_each_looked_up_step_and_fin
 
     kpad_plugin._patch_suffix_proposer()
     monkeypatch.setenv(kpad_plugin.ENV_STATS, str(tmp_path))
-    monkeypatch.setenv(auto.ENV_CHECK_DEFERRED, "1")
+    monkeypatch.setattr(kpad_plugin, "_CHECK_DEFERRED", True)  # register() sets it from the environment
     monkeypatch.setattr(kpad_plugin, "_stats", {})
     assert _replay_skips(kpad_plugin, monkeypatch, 7, 100) == (20, DRAFT_TOKENS_AT_SEED_7[100])
     counts = kpad_plugin._stats["worker0"].counts
     assert (counts["deferred_check_steps"], counts["deferred_check_mismatches"]) == (20, 0)
+    # the shadow's drafts are vLLM's eager ones: as many draft tokens as _replay_skips counted from vLLM's propose
+    assert counts["deferred_check_draft_tokens"] == DRAFT_TOKENS_AT_SEED_7[100]
+    # steps 4, 9, ..., 49 follow skipped steps 1-3, 6-8, ...: 10 of the 20 looked-up steps first append tokens
+    assert counts["deferred_check_flushed_steps"] == 10
     counts.clear()
     monkeypatch.setattr(kpad_plugin, "_flush_responses", lambda proposer: None)
     with pytest.raises(AssertionError, match="seed 7, 100 cached requests"):

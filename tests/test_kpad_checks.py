@@ -1,6 +1,7 @@
 """The K-pad plugin refuses misuse loudly: unsupported vLLM, missing arctic-inference."""
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,6 +34,19 @@ def test_register_refuses_unsupported_installed_version(monkeypatch):
     monkeypatch.setenv("VLLM_SUFFIX_PAD_UNIFORM", "1")
     monkeypatch.delenv("KPAD_ALLOW_UNSUPPORTED_VLLM", raising=False)
     with pytest.raises(kpad_plugin.UnsupportedVllmError, match="vLLM 0.99.0 is not supported"):
+        kpad_plugin.register()
+
+
+def test_register_refuses_the_deferred_check_without_the_skip(monkeypatch):
+    monkeypatch.setenv("VLLM_SUFFIX_PAD_UNIFORM", "1")
+    monkeypatch.setenv("KPAD_AUTO_LENGTHS", "0,4,8")
+    monkeypatch.setenv("KPAD_AUTO_SKIP_SPECULATION", "0")
+    monkeypatch.setenv("KPAD_AUTO_CHECK_DEFERRED", "1")
+    monkeypatch.setattr(kpad_plugin, "_CHECK_DEFERRED", False)  # register sets it; restored after
+    with pytest.raises(ValueError, match=r"^KPAD_AUTO_CHECK_DEFERRED=1 checks .* KPAD_AUTO_SKIP_SPECULATION=0 skips"):
+        kpad_plugin.register()
+    monkeypatch.setenv("KPAD_AUTO_CHECK_DEFERRED", "yes")
+    with pytest.raises(ValueError, match=r"^KPAD_AUTO_CHECK_DEFERRED='yes': give an integer >= 0 \(default 0\)$"):
         kpad_plugin.register()
 
 
@@ -126,18 +140,34 @@ def test_step_measures_from_snapshots():
 
 def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_makes_the_run_invalid():
     before = {"worker0": {"deferred_check_steps": 3, "deferred_check_draft_tokens": 4}}
-    after = {"worker0": {"deferred_check_steps": 40, "deferred_check_mismatches": 2, "deferred_check_draft_tokens": 54}}
+    after = {
+        "worker0": {
+            "deferred_check_steps": 40,
+            "deferred_check_mismatches": 2,
+            "deferred_check_draft_tokens": 54,
+            "deferred_check_flushed_steps": 12,
+            "deferred_check_flushed_draft_tokens": 9,
+        }
+    }
     m = record.step_measures(before, after)
-    assert (
-        m["kpad_deferred_check_steps"],
-        m["kpad_deferred_check_mismatches"],
-        m["kpad_deferred_check_draft_tokens"],
-    ) == (37, 2, 50)
+    assert [m[f"kpad_{key}"] for key in record.DEFERRED_CHECK_KEYS] == [37, 2, 50, 12, 9]
+    auto_check = SimpleNamespace(method="kpadauto", env={"KPAD_AUTO_CHECK_DEFERRED": "1"})
+    assert record.deferred_check({}, auto_check, after) == (2, 12)  # totals: warm-up included
+    assert record.deferred_check({}, SimpleNamespace(method="kpadauto", env={}), after) is None
+    assert record.deferred_check({"env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}, auto_check, {}) == (0, 0)
+    off = SimpleNamespace(method="kpadauto", env={"KPAD_AUTO_CHECK_DEFERRED": "0"})
+    assert record.deferred_check({"env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}, off, after) is None  # the entry wins
     ok = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
-    assert record.classify(ok, 16, True, True, deferred_mismatches=0) == ("ok", "")
-    assert record.classify(ok, 16, True, True, deferred_mismatches=2) == (
+    assert record.classify(ok, 16, True, True, deferred_check=None) == ("ok", "")
+    assert record.classify(ok, 16, True, True, deferred_check=(0, 12)) == ("ok", "")
+    assert record.classify(ok, 16, True, True, deferred_check=(2, 12)) == (
         "invalid",
         "kpadauto's deferred suffix tree updates proposed other drafts than vLLM's eager updates for 2 request-steps "
         "(KPAD_AUTO_CHECK_DEFERRED): a fault of the plugin on this vLLM / arctic-inference; run with "
         "KPAD_AUTO_SKIP_SPECULATION=0 until it is fixed",
+    )
+    assert record.classify(ok, 16, True, True, deferred_check=(0, 0)) == (
+        "invalid",
+        "KPAD_AUTO_CHECK_DEFERRED checked nothing: no step looked up drafts after skipped ones (the rule never "
+        "skipped, or the workers are other processes: tensor parallel size > 1 or distributed_executor_backend mp)",
     )

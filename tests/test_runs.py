@@ -266,6 +266,11 @@ def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipe
             r"configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED='2': give 1 \(check\) or 0 \(the default\)",
         ),
         (
+            {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 1, "KPAD_AUTO_SKIP_SPECULATION": 0}},
+            r"configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree updates that skipped steps defer, "
+            r"and KPAD_AUTO_SKIP_SPECULATION=0 skips none: drop one of them",
+        ),
+        (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_COST_REPEATS": 0}},
             r"configurations\[0\]: env KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)",
         ),

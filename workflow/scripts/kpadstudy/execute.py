@@ -4,7 +4,8 @@ A run always ends as a record (JSON) with a ``status``:
     ``ok``           every measured request completed with output, the server stayed up.
     ``invalid``      the measurement happened but cannot be trusted (failed warm-up or measured requests,
                      zero output tokens, the server died, the K-pad patch did not load, the client wrote
-                     no result, or a stage raised); ``reason`` says which.
+                     no result, a stage raised, or kpadauto's deferred-update check found a difference or
+                     checked nothing); ``reason`` says which.
     ``boot_failed``  the server never became healthy, after every attempt of the retry policy;
                      ``boot_failure`` is the class (``no_kv_cache``, ``oom``, ``timeout``, ``crash``,
                      ``unsupported``, ``error``, :mod:`kpadstudy.boot`), ``reason`` starts with it and
@@ -52,6 +53,7 @@ from .record import (
     client_limit,
     config_hash,
     corpus_prompt_tokens,
+    deferred_check,
     graph_lost,
     plugin_active,
     resolved_settings,
@@ -690,7 +692,7 @@ def _attempt(
             prompt_tokens=(record["corpus_prompt_tokens"], record["server_prompt_tokens"])
             if ctx.backend != "fake"
             else (None, None),
-            deferred_mismatches=steps["kpad_deferred_check_mismatches"],
+            deferred_check=deferred_check(server_cfg, configuration, after_stats),
         )
         if bench_json:
             record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})

@@ -81,7 +81,13 @@ STAT_KEYS = (
 )
 POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
 #: worker counters of kpadauto's deferred-update check (kpad_plugin, ``KPAD_AUTO_CHECK_DEFERRED``)
-DEFERRED_CHECK_KEYS = ("deferred_check_steps", "deferred_check_mismatches", "deferred_check_draft_tokens")
+DEFERRED_CHECK_KEYS = (
+    "deferred_check_steps",
+    "deferred_check_mismatches",
+    "deferred_check_draft_tokens",
+    "deferred_check_flushed_steps",
+    "deferred_check_flushed_draft_tokens",
+)
 
 HISTOGRAMS = {  # record column -> scheduler counter prefix (counter <prefix><n>: count at n)
     "real_draft_per_position": POSITION_KEY,
@@ -128,9 +134,10 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
         L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
         ``kpad_skipped_speculation_steps`` (``kpadauto``: steps whose suffix tree lookups were skipped),
-        ``kpad_deferred_check_steps`` / ``_mismatches`` / ``_draft_tokens`` (``kpadauto`` with
-        ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared with vLLM's eager proposer, requests whose
-        drafts differed, vLLM's draft tokens compared; 0 without the check),
+        ``kpad_deferred_check_steps`` / ``_mismatches`` / ``_draft_tokens`` / ``_flushed_steps`` /
+        ``_flushed_draft_tokens`` (``kpadauto`` with ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared
+        with vLLM's eager proposer, requests whose drafts differed, vLLM's draft tokens compared, and the steps
+        and draft tokens of those that first appended held-back tokens; 0 without the check),
         ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
         = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
         prompt tokens.
@@ -173,7 +180,7 @@ def classify(
     *,
     watchdog: str = "",
     prompt_tokens: tuple[int | None, int | None] = (None, None),
-    deferred_mismatches: int = 0,
+    deferred_check: tuple[int, int] | None = None,
 ) -> tuple[str, str]:
     """``(status, reason)`` of a measured run; see the module docstring of :mod:`kpadstudy.execute`.
 
@@ -191,8 +198,9 @@ def classify(
         watchdog: the stall / deadline watchdog's reason (``""`` when it did not fire).
         prompt_tokens: ``(corpus, server)`` prompt tokens of the measured prompts; a mismatch is invalid
             (None on either side: not compared).
-        deferred_mismatches: ``kpad_deferred_check_mismatches`` of :func:`step_measures` (``kpadauto`` with
-            ``KPAD_AUTO_CHECK_DEFERRED=1``): requests whose drafts after skipped steps differed from vLLM's.
+        deferred_check: with ``KPAD_AUTO_CHECK_DEFERRED=1`` (``kpadauto``), the worker's counters since the
+            server started, warm-up included: ``(deferred_check_mismatches, deferred_check_flushed_steps)``;
+            a mismatch, or no step that looked up after skipped ones (nothing checked), is invalid. None: no check.
     """
     if watchdog:
         return "invalid", watchdog
@@ -209,11 +217,17 @@ def classify(
             "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH; kpadauto: its scheduler line with "
             "measured step costs is missing)"
         )
-    if deferred_mismatches:
+    if deferred_check is not None and deferred_check[0]:
         return "invalid", (
             f"kpadauto's deferred suffix tree updates proposed other drafts than vLLM's eager updates for "
-            f"{deferred_mismatches} request-steps (KPAD_AUTO_CHECK_DEFERRED): a fault of the plugin on this vLLM / "
+            f"{deferred_check[0]} request-steps (KPAD_AUTO_CHECK_DEFERRED): a fault of the plugin on this vLLM / "
             "arctic-inference; run with KPAD_AUTO_SKIP_SPECULATION=0 until it is fixed"
+        )
+    if deferred_check is not None and not deferred_check[1]:
+        return "invalid", (
+            "KPAD_AUTO_CHECK_DEFERRED checked nothing: no step looked up drafts after skipped ones (the rule never "
+            "skipped, or the workers are other processes: tensor parallel size > 1 or distributed_executor_backend "
+            "mp)"
         )
     if bench.get("failed", 0) > 0:
         return "invalid", f"{bench['failed']} of {expected} requests failed{_kinds(bench.get('kpadstudy'))}"
@@ -228,6 +242,25 @@ def classify(
             f"({server - corpus:+d}): the server saw other prompts or another chat template than the corpus counted"
         )
     return "ok", ""
+
+
+def deferred_check(server: dict[str, Any], configuration: Any, after: dict[str, dict]) -> tuple[int, int] | None:
+    """The ``deferred_check`` argument of :func:`classify`: ``(deferred_check_mismatches,
+    deferred_check_flushed_steps)`` of worker 0 at the run's end (warm-up included), or None when the run did not
+    ask for the check (method other than ``kpadauto``, or ``KPAD_AUTO_CHECK_DEFERRED`` absent or 0 in config
+    ``server.env`` and the configuration's ``env``, the latter winning, as in the server's environment).
+
+    Args:
+        server: config ``server``.
+        configuration: the run's :class:`kpadstudy.runs.Configuration`.
+        after: ``{role: counters}`` of ``kpad_plugin.read_stats`` after the measured prompts.
+    """
+    env = {**(server.get("env") or {}), **(getattr(configuration, "env", None) or {})}
+    value = str(env.get("KPAD_AUTO_CHECK_DEFERRED", "0")).strip()
+    if getattr(configuration, "method", "") != "kpadauto" or value in ("", "0"):
+        return None
+    worker = after.get("worker0", {})
+    return int(worker.get("deferred_check_mismatches", 0)), int(worker.get("deferred_check_flushed_steps", 0))
 
 
 def _kinds(checks: dict[str, Any] | None) -> str:

@@ -224,8 +224,9 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
     Raises:
         ValueError: a variable of :data:`RESERVED_ENV`; a ``KPAD_AUTO_*`` setting on a method other than
             ``kpadauto`` (it would do nothing); ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED``
-            other than 0 / 1, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an
-            integer >= 1 (the server would refuse it only after loading the model); the message names the entry.
+            other than 0 / 1 (or the check on with the skip off), ``KPAD_AUTO_EXPLORE_EVERY`` not an integer
+            >= 0, ``KPAD_AUTO_COST_REPEATS`` not an integer >= 1 (the server would refuse it only after loading the
+            model); the message names the entry.
     """
     out = {str(k): str(int(v)) if isinstance(v, bool) else str(v) for k, v in (env or {}).items()}
     reserved = sorted(set(out) & set(RESERVED_ENV))
@@ -243,6 +244,11 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
         raise ValueError(
             f"{where}: env {auto.ENV_CHECK_DEFERRED}={out[auto.ENV_CHECK_DEFERRED]!r}: "
             "give 1 (check) or 0 (the default)"
+        )
+    if out.get(auto.ENV_CHECK_DEFERRED) == "1" and out.get(auto.ENV_SKIP) == "0":
+        raise ValueError(
+            f"{where}: env {auto.ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and "
+            f"{auto.ENV_SKIP}=0 skips none: drop one of them"
         )
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
