@@ -8,11 +8,11 @@ On CPU there are no cudagraphs: this checks the padding and length logic; FULL g
 can only be checked on a GPU.
 """
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 from kpadstudy import corpora, equivalence
 from kpadstudy.execute import resolve_device
@@ -158,10 +158,7 @@ def skipping(smol_model, work):
     are timed at start, and on 2 busy cores a run over 0, 2, 4, 8 skipped no step (seen once: 128 of 128 steps
     looked up), presumably because the forward passes at L = 0 and L = 2 (32 and 96 tokens) timed too close; at
     L = 8 a step has 9x the tokens of L = 0."""
-    spec = importlib.util.spec_from_file_location("make_tp2_test_model", ROOT / "tools" / "make_tp2_test_model.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    tool.main(str(smol_model), str(work / "no-accept"), "no-accept")
+    load_tool("make_tp2_test_model").main(str(smol_model), str(work / "no-accept"), "no-accept")
     return equivalence.run_side(
         pad=True,
         model=str(work / "no-accept"),

@@ -1,14 +1,11 @@
 """tools/make_tp2_test_model.py: the random-weight shapes for GPU rehearsals (issue 19, parts 1 and 4)."""
 
-import importlib.util
 import json
 
 import pytest
-from conftest import ROOT
+from conftest import load_tool
 
-spec = importlib.util.spec_from_file_location("make_tp2_test_model", ROOT / "tools" / "make_tp2_test_model.py")
-tool = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tool)
+tool = load_tool("make_tp2_test_model")
 
 
 def test_llama_8b_shape_has_the_parameters_of_llama3_8b_body_with_smollm2_vocabulary(smol_model):

@@ -28,27 +28,20 @@ per-step cost of padding - never speed-ups.
 
 import argparse
 
+_TP2_TEST = dict(
+    hidden_size=512,
+    intermediate_size=1536,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    max_position_embeddings=8192,
+    tie_word_embeddings=True,
+)
+
 #: LlamaConfig fields per shape (see the module docstring).
 SHAPES: dict[str, dict] = {
-    "tp2-test": dict(
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        tie_word_embeddings=True,
-    ),
-    "no-accept": dict(
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        tie_word_embeddings=False,
-        initializer_range=0.1,
-    ),
+    "tp2-test": _TP2_TEST,
+    "no-accept": {**_TP2_TEST, "tie_word_embeddings": False, "initializer_range": 0.1},
     "llama-8b": dict(
         hidden_size=4096,
         intermediate_size=14336,
