@@ -317,7 +317,7 @@ def test_the_engine_check_of_deferred_updates_counts_each_looked_up_step_and_fin
     # steps 4, 9, ..., 49 follow skipped steps 1-3, 6-8, ...: 10 of the 20 looked-up steps first append tokens
     assert counts["deferred_check_flushed_steps"] == 10
     counts.clear()
-    monkeypatch.setattr(kpad_plugin, "_flush_responses", lambda proposer: None)
+    monkeypatch.setattr(kpad_plugin, "_flush_responses", lambda proposer: False)  # held tokens never appended
     with pytest.raises(AssertionError, match="seed 7, 100 cached requests"):
         _replay_skips(kpad_plugin, monkeypatch, 7, 100)
     counts = kpad_plugin._stats["worker0"].counts

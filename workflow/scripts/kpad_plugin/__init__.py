@@ -430,8 +430,9 @@ def check_cache_internals(cache_class=None) -> None:  # noqa: ANN001 - arctic-in
         )
 
 
-def _flush_responses(proposer) -> None:  # noqa: ANN001 - vLLM's SuffixDecodingProposer
-    """Append the tokens :func:`_record_responses` held back to the suffix trees, in the order vLLM would have.
+def _flush_responses(proposer) -> bool:  # noqa: ANN001 - vLLM's SuffixDecodingProposer
+    """Append the tokens :func:`_record_responses` held back to the suffix trees, in the order vLLM would have;
+    return whether there were any.
 
     Each request's own tree gets its held-back tokens in one ``SuffixTree.extend`` (one sequence: the order is its
     own). The global tree, shared by every request, gets them step by step and request by request in batch order,
@@ -444,7 +445,7 @@ def _flush_responses(proposer) -> None:  # noqa: ANN001 - vLLM's SuffixDecodingP
 
     held = proposer.__dict__.get("_kpad_pending")
     if not held or not (held["local"] or held["global"]):
-        return
+        return False
     cache = proposer.suffix_cache
     for req_id, tokens in held["local"].items():
         SuffixTree.extend(cache._local_trees[req_id], 0, tokens)
@@ -452,6 +453,7 @@ def _flush_responses(proposer) -> None:  # noqa: ANN001 - vLLM's SuffixDecodingP
         SuffixTree.extend(cache._global_tree, seq_id, tokens)
     held["local"].clear()
     held["global"].clear()
+    return True
 
 
 def _record_responses(proposer, input_batch, sampled_token_ids) -> list[list[int]]:  # noqa: ANN001
@@ -556,13 +558,11 @@ def _patch_suffix_proposer() -> None:
         expected = None
         if shadow is not None:  # vLLM's eager updates and lookups, on a cache of its own
             expected = original(shadow, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
-        stats = _stats_for(f"worker{_rank()}")
         if not _SKIP_SPECULATION:
-            held = self.__dict__.get("_kpad_pending")
-            flushed = bool(held and (held["local"] or held["global"]))
-            _flush_responses(self)
+            flushed = _flush_responses(self)
             drafts = original(self, num_speculative_tokens, input_batch, sampled_token_ids, *args, **kwargs)
-            if expected is not None and stats is not None:
+            stats = _stats_for(f"worker{_rank()}") if expected is not None else None
+            if stats is not None:
                 same = [list(a) == list(b) for a, b in zip(drafts, expected, strict=True)]
                 tokens = sum(len(d) for d in expected)
                 stats.add(
@@ -574,6 +574,7 @@ def _patch_suffix_proposer() -> None:
                 )
             return drafts
         drafts = _record_responses(self, input_batch, sampled_token_ids)
+        stats = _stats_for(f"worker{_rank()}")
         if stats is not None:
             stats.add(skipped_speculation_steps=1)
         return drafts
@@ -853,10 +854,7 @@ def register() -> None:
         skip = auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0)
         _CHECK_DEFERRED = bool(auto.env_int(os.environ, auto.ENV_CHECK_DEFERRED, 0, 0))
         if _CHECK_DEFERRED and not skip:
-            raise ValueError(
-                f"{auto.ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and "
-                f"{auto.ENV_SKIP}=0 skips none: drop one of them"
-            )
+            raise ValueError(auto.CHECK_WITHOUT_SKIP)
         if skip:
             check_cache_internals()
     _patch_scheduler(pad)

@@ -45,6 +45,11 @@ ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
 ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
 ENV_CHECK_DEFERRED = "KPAD_AUTO_CHECK_DEFERRED"
+#: the refusal of the deferred-update check with the skip off (config entry and plugin start)
+CHECK_WITHOUT_SKIP = (
+    f"{ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and {ENV_SKIP}=0 skips none: "
+    "drop one of them"
+)
 DEFAULT_EXPLORE_EVERY = 64
 DEFAULT_COST_REPEATS = 3
 DEFAULT_SKIP = 1  # KPAD_AUTO_SKIP_SPECULATION: 1 = skip the lookups of steps whose drafts cannot pay

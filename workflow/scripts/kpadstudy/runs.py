@@ -246,10 +246,7 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
             "give 1 (check) or 0 (the default)"
         )
     if out.get(auto.ENV_CHECK_DEFERRED) == "1" and out.get(auto.ENV_SKIP) == "0":
-        raise ValueError(
-            f"{where}: env {auto.ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and "
-            f"{auto.ENV_SKIP}=0 skips none: drop one of them"
-        )
+        raise ValueError(f"{where}: env {auto.CHECK_WITHOUT_SKIP}")
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
         (auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1),
