@@ -10,7 +10,7 @@
 # and corpora are made first, then DIR's records are copied under results/ and kept (Snakemake reruns on
 # parameter changes only), so a later repeat continues the earlier lease's chain of runs.
 # Each config has its own state folder, so several configs can run one after another in one lease.
-# Writes $OUT/gpu.tgz with records, logs, benchmarks, tables and figures.
+# Writes $OUT/gpu.tgz with records, logs, benchmarks, tables and figures (again after every finished run).
 set -uo pipefail
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0
 config=${KPAD_CONFIG:-config/gpu-embedded.yaml}
@@ -35,13 +35,21 @@ print(' '.join([f'results/corpora/{x}.jsonl' for x in c['measure_corpora']] + [f
     echo $! > "$state/pid"
   fi
 fi
-end=$((SECONDS + ${1:-560}))
-while [ $SECONDS -lt $end ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; do sleep 5; done
+archive() {  # written anew after every finished run, so a call cut short (device budget) still brings them back
+  mkdir -p "${OUT:-/tmp/out}"
+  tar czf "${OUT:-/tmp/out}/gpu.tgz.part" results/runs results/logs results/benchmarks results/*.parquet results/*.md \
+    figures "$state/snakemake.log" 2>/dev/null
+  mv "${OUT:-/tmp/out}/gpu.tgz.part" "${OUT:-/tmp/out}/gpu.tgz"
+}
+end=$((SECONDS + ${1:-560})); archived=""
+while [ $SECONDS -lt $end ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; do
+  done_now=$(ls results/runs/*/*/*/ 2>/dev/null | wc -l)
+  [ "$done_now" = "$archived" ] || { archive; archived=$done_now; }
+  sleep 5
+done
 echo "watch ended $(date -u +%T); finished runs:"
 ls results/runs/*/*/*/ 2>/dev/null | tr '\n' ' '; echo
 grep -E "INFO run:|Error|error" "$state/snakemake.log" | tail -8
-mkdir -p "${OUT:-/tmp/out}"
-tar czf "${OUT:-/tmp/out}/gpu.tgz" results/runs results/logs results/benchmarks results/*.parquet results/*.md figures \
-  "$state/snakemake.log" 2>/dev/null
+archive
 [ -f "$state/rc" ] && echo "pipeline rc $(cat "$state/rc")"
 exit 0
