@@ -124,6 +124,7 @@ FROM_CACHE_gpu-auto := config/gpu-auto.yaml config/cache/gpu-auto.yaml
 FROM_CACHE_gpu-8b-auto := config/gpu-8b-auto.yaml config/cache/gpu-8b-auto.yaml
 FROM_CACHE_gpu-8b-auto-skip := config/gpu-8b-auto-skip.yaml config/cache/gpu-8b-auto-skip.yaml
 FROM_CACHE_gpu-8b-auto-runner := config/gpu-8b-auto-runner.yaml config/cache/gpu-8b-auto-runner.yaml
+FROM_CACHE_gpu-8b-auto-deferred := config/gpu-8b-auto-deferred.yaml config/cache/gpu-8b-auto-deferred.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -132,10 +133,11 @@ REPORT_gpu-auto := results/gpu/auto/report.html
 REPORT_gpu-8b-auto := results/gpu/8b-auto/report.html
 REPORT_gpu-8b-auto-skip := results/gpu/8b-auto-skip/report.html
 REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
+REPORT_gpu-8b-auto-deferred := results/gpu/8b-auto-deferred/report.html
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
 ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip or gpu-8b-auto-runner)
+$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip, gpu-8b-auto-runner or gpu-8b-auto-deferred)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed

@@ -4,7 +4,9 @@
 # A device call lasts at most 10 minutes, so the pipeline runs in the background and each call watches it:
 #   KPAD_CONFIG=config/gpu-configurations.yaml KPAD_ARGS="--config repeats=2" \
 #     bash results/gpu/run-on-h200.sh [seconds to watch]        (starts it, or goes on watching it)
-# (defaults: config/gpu-embedded.yaml, no extra arguments). If the background run did not survive between
+# (defaults: config/gpu-embedded.yaml, no extra arguments). KPAD_TARGETS="results/runs/m/c/x/r1.json ...": build only
+# these (they go before the options: after --configfile, Snakemake would read them as more config files, as the
+# lease of 2026-12-02 13:18 found). If the background run did not survive between
 # calls, the next call restarts it; finished runs are kept (Snakemake redoes only unfinished ones).
 # KPAD_PRESEED=DIR (a carried folder holding runs/ and benchmarks/ of an earlier lease's repeats): the model
 # and corpora are made first, then DIR's records are copied under results/ and kept (Snakemake reruns on
@@ -21,7 +23,7 @@ if ! { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }; then
   if [ -f "$state/rc" ]; then
     echo "pipeline already finished with rc $(cat "$state/rc")"
   else
-    echo "starting the pipeline $(date -u +%T): $config ${KPAD_ARGS:-}"
+    echo "starting the pipeline $(date -u +%T): $config ${KPAD_ARGS:-} ${KPAD_TARGETS:-}"
     seed=""
     if [ -n "${KPAD_PRESEED:-}" ]; then
       targets=$(python3 -c "import sys, yaml; c = yaml.safe_load(open(sys.argv[1])); \
@@ -30,7 +32,7 @@ print(' '.join([f'results/corpora/{x}.jsonl' for x in c['measure_corpora']] + [f
         cp -r $KPAD_PRESEED/. results/ && find $KPAD_PRESEED -type f | sed 's|^$KPAD_PRESEED/|results/|' | xargs touch && "
       KPAD_ARGS="${KPAD_ARGS:-} --rerun-triggers params"
     fi
-    setsid nohup bash -c "{ $seed python3 -m snakemake --cores all --configfile $config ${KPAD_ARGS:-} --rerun-incomplete \
+    setsid nohup bash -c "{ $seed python3 -m snakemake ${KPAD_TARGETS:-} --cores all --configfile $config ${KPAD_ARGS:-} --rerun-incomplete \
       --keep-going; } > $state/snakemake.log 2>&1; echo \$? > $state/rc" >/dev/null 2>&1 &
     echo $! > "$state/pid"
   fi
