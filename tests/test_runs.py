@@ -282,6 +282,24 @@ def test_kpadauto_settings_in_env_are_checked_before_any_server(entry, message):
         runs.configurations({"server": server, "configurations": [entry]})
 
 
+def test_kpadauto_settings_in_server_env_are_checked_with_the_entrys_env_on_top():
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    van = {"method": "van"}
+    kpadauto = {"method": "kpadauto", "k": 8}
+    bad_repeats = {**server, "env": {"KPAD_AUTO_COST_REPEATS": "three"}}
+    assert [c.name for c in runs.configurations({"server": bad_repeats, "configurations": [van]})] == ["van"]
+    with pytest.raises(ValueError, match=r"^configurations\[1\]: env KPAD_AUTO_COST_REPEATS='three': give an integer"):
+        runs.configurations({"server": bad_repeats, "configurations": [van, kpadauto]})
+    check_on = {**server, "env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}
+    with pytest.raises(ValueError, match=r"^configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree"):
+        runs.configurations(
+            {"server": check_on, "configurations": [{**kpadauto, "env": {"KPAD_AUTO_SKIP_SPECULATION": 0}}]}
+        )
+    fixed = {**kpadauto, "env": {"KPAD_AUTO_CHECK_DEFERRED": 0, "KPAD_AUTO_SKIP_SPECULATION": 0}}
+    (cfg,) = runs.configurations({"server": check_on, "configurations": [fixed]})  # the entry's value wins
+    assert cfg.env == {"KPAD_AUTO_CHECK_DEFERRED": "0", "KPAD_AUTO_SKIP_SPECULATION": "0"}
+
+
 def test_env_booleans_become_1_and_0_and_server_env_may_not_set_the_pipelines_variables():
     server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
     entry = {

@@ -23,10 +23,14 @@ Environment:
     KPAD_AUTO_LENGTHS=0,2,4,8,12       with the flag above: adaptive K-pad over these draft lengths (largest = K).
     KPAD_AUTO_EXPLORE_EVERY=64         every n-th step with drafts tries the next longer length (0: never).
     KPAD_AUTO_COST_REPEATS=3           timed forward passes per (length, request count) at start (>= 1).
+    KPAD_AUTO_STEP_COSTS=<json>        forward times given instead of measured, ``{"L": [[requests, seconds],
+                                       ...]}`` as the scheduler logs them (``auto.parse_step_costs``): for
+                                       tests whose choices must not depend on how busy the machine is.
     KPAD_AUTO_SKIP_SPECULATION=1       skip the suffix tree lookups of a step whose drafts cannot pay
-                                       (``auto.no_draft_pays``; worker in the scheduler's process, i.e.
-                                       tensor parallel size 1) and defer its tree updates to the next step
-                                       that looks up; 0: always speculate.
+                                       (``auto.no_draft_pays``) and defer its tree updates to the next step
+                                       that looks up; 0: always speculate. Only where the worker runs in
+                                       the scheduler's process (executor ``uni``, tensor parallel size 1):
+                                       elsewhere it is off, and the scheduler's log line says why.
     KPAD_AUTO_CHECK_DEFERRED=1         with the skip: also run vLLM's own proposer on a second suffix cache
                                        updated on every step, compare its drafts with each step that looks
                                        up (counters in :class:`Stats`); about doubles the proposer's
@@ -231,9 +235,20 @@ class AutoState:
 
 
 _AUTO_COSTS: dict[int, list[tuple[int, float]]] = {}  # filled in the engine process before its scheduler starts
+#: ``KPAD_AUTO_STEP_COSTS`` parsed by :func:`register` (None: measure the costs at start)
+_GIVEN_COSTS: dict[int, list[tuple[int, float]]] | None = None
 # Set by the kpadauto scheduler at each schedule(): the step's proposals cannot pay (auto.no_draft_pays). Read by
 # the suffix proposer's patch; only a worker in the scheduler's own process (tensor parallel size 1) sees it.
 _SKIP_SPECULATION = False
+
+
+def costs_note() -> str:
+    """What the scheduler's line says of the step costs: ``measured: <json>``, ``given by KPAD_AUTO_STEP_COSTS:
+    <json>`` or ``NOT measured: padding to the longest draft``."""
+    if not _AUTO_COSTS:
+        return "NOT measured: padding to the longest draft"
+    how = f"given by {auto.ENV_STEP_COSTS}" if _GIVEN_COSTS is not None else "measured"
+    return f"{how}: {json.dumps(_AUTO_COSTS)}"
 
 
 def auto_lengths(k_max: int) -> tuple[int, ...] | None:
@@ -275,6 +290,11 @@ def _patch_scheduler(pad: bool) -> None:
                 )
             every = auto.env_int(os.environ, auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0)
             skip = bool(auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0))
+            parallel = self.vllm_config.parallel_config
+            blocked = auto.skip_blocked_by(parallel.distributed_executor_backend, parallel.world_size)
+            if blocked and _CHECK_DEFERRED:
+                raise ValueError(f"{auto.ENV_CHECK_DEFERRED}=1 would check nothing: no step can be skipped, {blocked}")
+            skip = skip and not blocked
             self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip)
             log.warning(
                 "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s); step costs %s",
@@ -282,8 +302,8 @@ def _patch_scheduler(pad: bool) -> None:
                 list(lengths),
                 self.num_spec_tokens,
                 every,
-                "yes" if skip else "no",
-                "measured: " + json.dumps(_AUTO_COSTS) if _AUTO_COSTS else "NOT measured: padding to the longest draft",
+                "yes" if skip else f"no, {blocked}" if blocked else "no",
+                costs_note(),
             )
 
     Scheduler.__init__ = __init__
@@ -797,6 +817,11 @@ def _patch_engine_core(lengths: tuple[int, ...]) -> None:
 
     def _initialize_kv_caches(self, vllm_config):  # noqa: ANN001
         result = original(self, vllm_config)
+        if _GIVEN_COSTS is not None:
+            _AUTO_COSTS.clear()
+            _AUTO_COSTS.update(_GIVEN_COSTS)
+            log.warning("K-pad plugin: step costs given by %s, not measured", auto.ENV_STEP_COSTS)
+            return result
         repeats = auto.env_int(os.environ, auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1)
         requests = cost_request_counts(vllm_config.scheduler_config.max_num_seqs)
         start = time.perf_counter()
@@ -835,8 +860,9 @@ def register() -> None:
         UnsupportedVllmError: padding asked for on an unsupported vLLM without the override.
         SuffixUnavailableError: padding asked for and arctic-inference is missing, or kpadauto's skipped
             speculation asked for and arctic-inference's cache lacks what it reads (:func:`check_cache_internals`).
-        ValueError: a ``KPAD_AUTO_*`` setting that is not an integer in range, or ``KPAD_AUTO_CHECK_DEFERRED``
-            on with ``KPAD_AUTO_SKIP_SPECULATION=0`` (nothing to check).
+        ValueError: a ``KPAD_AUTO_*`` setting that is not an integer in range, ``KPAD_AUTO_CHECK_DEFERRED``
+            on with ``KPAD_AUTO_SKIP_SPECULATION=0`` (nothing to check), a ``KPAD_AUTO_STEP_COSTS`` that
+            :func:`auto.parse_step_costs` refuses.
     """
     pad = os.environ.get(ENV_FLAG, "0") == "1"
     count = bool(os.environ.get(ENV_STATS))
@@ -847,7 +873,7 @@ def register() -> None:
 
         check_version(vllm.__version__, os.environ.get(ENV_ALLOW, "0") == "1")
         check_suffix_available()
-    global _CHECK_DEFERRED
+    global _CHECK_DEFERRED, _GIVEN_COSTS
     lengths = None
     if pad and os.environ.get(auto.ENV_LENGTHS, "").strip():
         lengths = auto.parse_lengths(os.environ[auto.ENV_LENGTHS])
@@ -857,6 +883,8 @@ def register() -> None:
             raise ValueError(auto.CHECK_WITHOUT_SKIP)
         if skip:
             check_cache_internals()
+        text = os.environ.get(auto.ENV_STEP_COSTS, "").strip()
+        _GIVEN_COSTS = auto.parse_step_costs(text, lengths) if text else None
     _patch_scheduler(pad)
     if lengths is not None:
         _patch_auto_cudagraphs(lengths)

@@ -35,6 +35,7 @@ vLLM's order first (so its drafts are those of vLLM's eager updates).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
 ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
 ENV_CHECK_DEFERRED = "KPAD_AUTO_CHECK_DEFERRED"
+ENV_STEP_COSTS = "KPAD_AUTO_STEP_COSTS"
 #: the refusal of the deferred-update check with the skip off (config entry and plugin start)
 CHECK_WITHOUT_SKIP = (
     f"{ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and {ENV_SKIP}=0 skips none: "
@@ -100,6 +102,66 @@ def env_int(environ: dict[str, str], name: str, default: int, minimum: int) -> i
     if not _is_integer(text) or int(text) < minimum:
         raise ValueError(f"{name}={text!r}: give an integer >= {minimum} (default {default})")
     return int(text)
+
+
+def parse_step_costs(text: str, lengths: Sequence[int]) -> dict[int, list[tuple[int, float]]]:
+    """``KPAD_AUTO_STEP_COSTS``: forward times given instead of measured at server start, in the JSON the
+    scheduler logs after "step costs measured:", ``{"L": [[requests, seconds], ...], ...}``.
+
+    For tests that need the rule's choice not to depend on how busy the machine is, or to reuse costs measured
+    once; the step time outside the forward pass (O) is still measured online.
+
+    Args:
+        text: the variable's value.
+        lengths: the ``kpadauto`` lengths; each needs at least one point.
+
+    Returns:
+        ``{L: [(requests, seconds), ...]}`` as :class:`StepCosts` takes it.
+
+    Raises:
+        ValueError: not that JSON, a length outside ``lengths`` or without points, a request count < 1, a time
+            < 0; the message names the variable and gives an example.
+    """
+    example = (
+        f'{ENV_STEP_COSTS}=\'{{"0": [[1, 0.005], [32, 0.006]], "{lengths[-1]}": [[1, 0.005], [32, 0.011]], ...}}\''
+    )
+    try:
+        raw = json.loads(text)
+        table = {int(key): [(int(r), float(t)) for r, t in points] for key, points in raw.items() if _is_integer(key)}
+        ok = len(table) == len(raw) and all(r >= 1 and t >= 0 for points in table.values() for r, t in points)
+    except (ValueError, TypeError, AttributeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{ENV_STEP_COSTS}={text!r}: give seconds per request count for each length, e.g. {example}")
+    missing = sorted(set(lengths) - {length for length, points in table.items() if points})
+    extra = sorted(set(table) - set(lengths))
+    if missing or extra:
+        raise ValueError(
+            f"{ENV_STEP_COSTS}: lengths {sorted(table)} must be the kpadauto lengths {list(lengths)}"
+            f"{f' (missing {missing})' if missing else ''}{f' (not in the set: {extra})' if extra else ''}"
+        )
+    return table
+
+
+def skip_blocked_by(backend: object, world_size: int) -> str:
+    """Why kpadauto's skipped speculation cannot work under this executor, or ``""`` when it can.
+
+    The scheduler tells the suffix proposer to skip through a module variable (``kpad_plugin._SKIP_SPECULATION``),
+    which only a worker in the scheduler's own process sees: vLLM's ``uni`` executor at world size 1 (its
+    default there, ``ParallelConfig.__post_init__`` of vLLM 0.26 and 0.32). With ``mp``, ``ray`` or an executor
+    class the worker runs elsewhere and would speculate on every step while the scheduler believed it skipped.
+
+    Args:
+        backend: vLLM's resolved ``parallel_config.distributed_executor_backend`` (a name, a class or None).
+        world_size: ``parallel_config.world_size`` (tensor x pipeline parallel size).
+    """
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
+    if backend == "uni" and world_size == 1:
+        return ""
+    return (
+        f"executor backend {name} at world size {world_size} runs the worker outside the scheduler's process "
+        "(only uni at world size 1 shares it)"
+    )
 
 
 def covering_length(lengths: Sequence[int], longest: int) -> int:

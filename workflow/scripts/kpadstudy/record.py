@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from kpad_plugin import LOADED_MESSAGE
+from kpad_plugin import LOADED_MESSAGE, auto
 
 BENCH_KEYS = {
     "duration": "duration_s",
@@ -255,9 +255,10 @@ def deferred_check(server: dict[str, Any], configuration: Any, after: dict[str, 
         configuration: the run's :class:`kpadstudy.runs.Configuration`.
         after: ``{role: counters}`` of ``kpad_plugin.read_stats`` after the measured prompts.
     """
-    env = {**(server.get("env") or {}), **(getattr(configuration, "env", None) or {})}
-    value = str(env.get("KPAD_AUTO_CHECK_DEFERRED", "0")).strip()
-    if getattr(configuration, "method", "") != "kpadauto" or value in ("", "0"):
+    env = {
+        str(k): str(v) for k, v in {**(server.get("env") or {}), **(getattr(configuration, "env", None) or {})}.items()
+    }
+    if getattr(configuration, "method", "") != "kpadauto" or not auto.env_int(env, auto.ENV_CHECK_DEFERRED, 0, 0):
         return None
     worker = after.get("worker0", {})
     return int(worker.get("deferred_check_mismatches", 0)), int(worker.get("deferred_check_flushed_steps", 0))
@@ -350,16 +351,19 @@ def client_limit(
 
 
 AUTO_ACTIVE = "K-pad plugin: adaptive draft lengths"  # kpad_plugin.AUTO_MESSAGE, the scheduler's line
-AUTO_COSTS = "step costs measured:"  # the same line when the step costs were measured at start
+#: the same line when the rule has step costs: measured at start, or given (kpad_plugin.costs_note)
+AUTO_COSTS = ("step costs measured:", "step costs given by KPAD_AUTO_STEP_COSTS:")
 
 
 def plugin_active(server_log: Path, adaptive: bool = False) -> bool:
     """Whether the server's engine process logged that the K-pad patch was active; with ``adaptive``
-    (``kpadauto``) also that its scheduler chose lengths with measured step costs (without them it only pads to
-    the longest draft: not the configuration asked for)."""
+    (``kpadauto``) also that its scheduler chose lengths with step costs, measured or given (without them it only
+    pads to the longest draft: not the configuration asked for)."""
     lines = [line for line in server_log.read_text(errors="replace").splitlines() if "EngineCore" in line]
     loaded = any(LOADED_MESSAGE in line for line in lines)
-    return loaded and (not adaptive or any(AUTO_ACTIVE in line and AUTO_COSTS in line for line in lines))
+    return loaded and (
+        not adaptive or any(AUTO_ACTIVE in line and any(c in line for c in AUTO_COSTS) for line in lines)
+    )
 
 
 DOWNGRADE = re.compile(

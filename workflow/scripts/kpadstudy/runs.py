@@ -113,8 +113,9 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
     Raises:
         ValueError: a name that is not safe as a path part, names that repeat, a K on van or a missing K,
             speculative options that set ``method`` or ``num_speculative_tokens``, an ``env`` that
-            :func:`entry_env` refuses, a ``server.env`` setting one of :data:`RESERVED_ENV`; the message names
-            the entry and what to change.
+            :func:`entry_env` refuses, a kpadauto entry whose ``KPAD_AUTO_*`` settings (``server.env`` and its
+            own ``env``) :func:`check_auto_env` refuses, a ``server.env`` setting one of :data:`RESERVED_ENV`;
+            the message names the entry and what to change.
     """
     reserved = sorted(set(config["server"].get("env") or {}) & set(RESERVED_ENV))
     if reserved:
@@ -200,6 +201,9 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
             raise ValueError(
                 f"{where}: name {name!r} is not safe as a path part: use letters, digits, _ . + - (at most 64)"
             )
+        lengths = auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else ()
+        if method == "kpadauto":  # as the server sees them: server.env, then the entry's env on top
+            check_auto_env({**{str(k): str(v) for k, v in (server.get("env") or {}).items()}, **env}, lengths, where)
         out.append(
             Configuration(
                 name=name,
@@ -211,7 +215,7 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 speculative_options=options,
                 server_args=dict(entry.get("server_args") or {}),
                 capture_sizing=bool(entry.get("capture_sizing", server.get("capture_sizing", True))),
-                lengths=auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else (),
+                lengths=lengths,
                 env=env,
             )
         )
@@ -223,10 +227,8 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
 
     Raises:
         ValueError: a variable of :data:`RESERVED_ENV`; a ``KPAD_AUTO_*`` setting on a method other than
-            ``kpadauto`` (it would do nothing); ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED``
-            other than 0 / 1 (or the check on with the skip off), ``KPAD_AUTO_EXPLORE_EVERY`` not an integer
-            >= 0, ``KPAD_AUTO_COST_REPEATS`` not an integer >= 1 (the server would refuse it only after loading the
-            model); the message names the entry.
+            ``kpadauto`` (it would do nothing); the message names the entry. Their values are checked with
+            ``server.env`` by :func:`check_auto_env`.
     """
     out = {str(k): str(int(v)) if isinstance(v, bool) else str(v) for k, v in (env or {}).items()}
     reserved = sorted(set(out) & set(RESERVED_ENV))
@@ -238,24 +240,47 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
     knobs = sorted(k for k in out if k.startswith("KPAD_AUTO_"))
     if knobs and method != "kpadauto":
         raise ValueError(f"{where}: env sets {knobs}, which only method kpadauto reads (this entry is {method})")
-    if out.get(auto.ENV_SKIP, str(auto.DEFAULT_SKIP)) not in ("0", "1"):
-        raise ValueError(f"{where}: env {auto.ENV_SKIP}={out[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
-    if out.get(auto.ENV_CHECK_DEFERRED, "0") not in ("0", "1"):
+    return out
+
+
+def check_auto_env(env: dict[str, str], lengths: tuple[int, ...], where: str) -> None:
+    """Check the ``KPAD_AUTO_*`` settings of a kpadauto server's environment before any run (the server would
+    refuse them only after loading the model).
+
+    Args:
+        env: the variables as strings, config ``server.env`` with the entry's ``env`` on top (as the server gets
+            them, :func:`server_env`).
+        lengths: the configuration's kpadauto lengths (``KPAD_AUTO_STEP_COSTS`` must give a cost for each).
+        where: the entry, put in front of the message.
+
+    Raises:
+        ValueError: ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED`` other than 0 / 1, the check on
+            with the skip off, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an
+            integer >= 1, a ``KPAD_AUTO_STEP_COSTS`` that ``kpad_plugin.auto.parse_step_costs`` refuses; the message
+            names the entry and the variable.
+    """
+    if env.get(auto.ENV_SKIP, str(auto.DEFAULT_SKIP)) not in ("0", "1"):
+        raise ValueError(f"{where}: env {auto.ENV_SKIP}={env[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
+    if env.get(auto.ENV_CHECK_DEFERRED, "0") not in ("0", "1"):
         raise ValueError(
-            f"{where}: env {auto.ENV_CHECK_DEFERRED}={out[auto.ENV_CHECK_DEFERRED]!r}: "
+            f"{where}: env {auto.ENV_CHECK_DEFERRED}={env[auto.ENV_CHECK_DEFERRED]!r}: "
             "give 1 (check) or 0 (the default)"
         )
-    if out.get(auto.ENV_CHECK_DEFERRED) == "1" and out.get(auto.ENV_SKIP) == "0":
+    if env.get(auto.ENV_CHECK_DEFERRED) == "1" and env.get(auto.ENV_SKIP) == "0":
         raise ValueError(f"{where}: env {auto.CHECK_WITHOUT_SKIP}")
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
         (auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1),
     ):
         try:
-            auto.env_int(out, name, default, minimum)
+            auto.env_int(env, name, default, minimum)
         except ValueError as err:
             raise ValueError(f"{where}: env {err}") from None
-    return out
+    if env.get(auto.ENV_STEP_COSTS, "").strip():
+        try:
+            auto.parse_step_costs(env[auto.ENV_STEP_COSTS], lengths)
+        except ValueError as err:
+            raise ValueError(f"{where}: env {err}") from None
 
 
 def auto_lengths(lengths: list[int] | None, k: int, where: str) -> tuple[int, ...]:
