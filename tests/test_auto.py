@@ -433,17 +433,32 @@ def test_step_costs_given_in_the_environment_are_parsed_and_checked_against_the_
     given = '{"0": [[1, 0.005], [32, 0.006]], "8": [[32, 0.011], [1, 0.005]]}'
     assert auto.parse_step_costs(given, (0, 8)) == {0: [(1, 0.005), (32, 0.006)], 8: [(32, 0.011), (1, 0.005)]}
     example = r"e\.g\. KPAD_AUTO_STEP_COSTS='\{\"0\": \[\[1, 0\.005\], \[32, 0\.006\]\], \"8\": "
-    for bad in (
-        "x",
-        "[1, 2]",
-        '{"0": [[0, 0.005]], "8": [[1, 0.1]]}',
-        '{"0": [[1, -1]], "8": [[1, 0.1]]}',
-        '{"a": []}',
+    for bad_length_0 in (
+        "[[0, 0.005]]",  # no request count below 1
+        "[[1, -1]]",  # no negative time
+        "[[1, Infinity]]",  # finite times only (inf - inf would interpolate to 0 s)
+        "[[1, NaN]]",
+        "[[true, false]]",  # booleans are not numbers here
+        "[[1.9, 0.1]]",  # request counts are integers, not truncated
+        '[["2", "0.1"]]',
+        "[[1e400, 0.1]]",
+        '{"15": 1}',
+        '["15", "27"]',
+        "[[1, 0.1, 3]]",
+        "[[1, 0.1], [1, 5.0]]",  # a request count once per length
     ):
+        bad = f'{{"0": {bad_length_0}, "8": [[1, 0.1]]}}'
+        with pytest.raises(ValueError, match=r"^KPAD_AUTO_STEP_COSTS=.*: give, for each length, \[request count, "):
+            auto.parse_step_costs(bad, (0, 8))
+    for bad in ("x", "[1, 2]", '{"-0": [[1, 0.1]], "8": [[1, 0.1]]}', '{"a": []}'):
         with pytest.raises(
-            ValueError, match=r"^KPAD_AUTO_STEP_COSTS=.*: give seconds per request count for each length, " + example
+            ValueError, match=r"pairs \(an integer >= 1 once per length, a finite number >= 0\), " + example
         ):
             auto.parse_step_costs(bad, (0, 8))
+    with pytest.raises(
+        ValueError, match=r"^KPAD_AUTO_STEP_COSTS: lengths \[0\] have no \[request count, seconds\] pairs"
+    ):
+        auto.parse_step_costs('{"0": [], "8": [[1, 0.1]]}', (0, 8))
     with pytest.raises(
         ValueError,
         match=r"^KPAD_AUTO_STEP_COSTS: lengths \[0\] must be the kpadauto lengths \[0, 8\] \(missing \[8\]\)$",
@@ -459,7 +474,7 @@ def test_step_costs_given_in_the_environment_are_parsed_and_checked_against_the_
     assert cfg.env["KPAD_AUTO_STEP_COSTS"] == given
     with pytest.raises(
         ValueError,
-        match=r"^configurations\[0\]: env KPAD_AUTO_STEP_COSTS: lengths \[0, 8\] must be .* \[0, 4, 8\] "
+        match=r"^configurations\[0\] \(kpadauto8\): env KPAD_AUTO_STEP_COSTS: lengths \[0, 8\] must be .* \[0, 4, 8\] "
         r"\(missing \[4\]\)",
     ):
         runs.configurations({"server": server, "configurations": [{**entry, "lengths": [0, 4, 8]}]})

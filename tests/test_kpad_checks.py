@@ -176,5 +176,5 @@ def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_ma
     assert record.classify(ok, 16, True, True, deferred_check=(0, 0)) == (
         "invalid",
         "KPAD_AUTO_CHECK_DEFERRED checked nothing: no step looked up drafts after skipped ones (the rule never "
-        "skipped, or the workers are other processes: tensor parallel size > 1 or distributed_executor_backend mp)",
+        "skipped: drafts paid on every step, or the run was too short)",
     )

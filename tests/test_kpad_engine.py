@@ -188,8 +188,11 @@ def test_skipped_speculation_in_the_engine_gives_the_drafts_of_vllms_eager_tree_
     what vLLM's own proposer does with its tree updates on every step (real draft tokens among those compared)."""
     workers, scheduler, spec = skipping["stats"]["worker0"], skipping["stats"]["scheduler"], skipping["spec"]
     assert len(skipping["token_ids"]) == 32 and spec["vllm:spec_decode_num_accepted_tokens"] == 0
-    assert scheduler["auto_explore_steps"] > 0 and workers["skipped_speculation_steps"] > 0
-    assert workers["deferred_check_flushed_steps"] > 0 and workers["deferred_check_flushed_draft_tokens"] > 0
+    # the given costs skip every step but the exploration ones (every 4th): 96 of 128 seen here, twice
+    assert scheduler["auto_explore_steps"] > 0 and workers["skipped_speculation_steps"] >= 64
+    # every step that looked up came right after skipped ones, so each tested the held-back updates
+    assert workers["deferred_check_flushed_steps"] == workers["deferred_check_steps"] > 0
+    assert workers["deferred_check_flushed_draft_tokens"] > 0
     assert workers["deferred_check_mismatches"] == 0
     by_length = {
         int(key.removeprefix("verified_draft_len")): n

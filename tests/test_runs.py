@@ -259,20 +259,23 @@ def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipe
         ),
         (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_SKIP_SPECULATION": "yes"}},
-            r"configurations\[0\]: env KPAD_AUTO_SKIP_SPECULATION='yes': give 1 \(skip, the default\) or 0",
+            r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_SKIP_SPECULATION='yes': "
+            r"give 1 \(skip, the default\) or 0",
         ),
         (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 2}},
-            r"configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED='2': give 1 \(check\) or 0 \(the default\)",
+            r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_CHECK_DEFERRED='2': "
+            r"give 1 \(check\) or 0 \(the default\)",
         ),
         (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 1, "KPAD_AUTO_SKIP_SPECULATION": 0}},
-            r"configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree updates that skipped steps defer, "
+            r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree updates that "
+            r"skipped steps defer, "
             r"and KPAD_AUTO_SKIP_SPECULATION=0 skips none: drop one of them",
         ),
         (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_COST_REPEATS": 0}},
-            r"configurations\[0\]: env KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)",
+            r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_COST_REPEATS='0': give an integer >= 1 \(default 3\)",
         ),
     ],
 )
@@ -288,16 +291,48 @@ def test_kpadauto_settings_in_server_env_are_checked_with_the_entrys_env_on_top(
     kpadauto = {"method": "kpadauto", "k": 8}
     bad_repeats = {**server, "env": {"KPAD_AUTO_COST_REPEATS": "three"}}
     assert [c.name for c in runs.configurations({"server": bad_repeats, "configurations": [van]})] == ["van"]
-    with pytest.raises(ValueError, match=r"^configurations\[1\]: env KPAD_AUTO_COST_REPEATS='three': give an integer"):
+    with pytest.raises(
+        ValueError,
+        match=r"^configurations\[1\] \(kpadauto8\): config server.env KPAD_AUTO_COST_REPEATS='three': give an integer",
+    ):
         runs.configurations({"server": bad_repeats, "configurations": [van, kpadauto]})
     check_on = {**server, "env": {"KPAD_AUTO_CHECK_DEFERRED": "1"}}
-    with pytest.raises(ValueError, match=r"^configurations\[0\]: env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree"):
+    with pytest.raises(
+        ValueError,
+        match=r"^configurations\[0\] \(kpadauto8\): config server.env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree",
+    ):
         runs.configurations(
             {"server": check_on, "configurations": [{**kpadauto, "env": {"KPAD_AUTO_SKIP_SPECULATION": 0}}]}
         )
     fixed = {**kpadauto, "env": {"KPAD_AUTO_CHECK_DEFERRED": 0, "KPAD_AUTO_SKIP_SPECULATION": 0}}
     (cfg,) = runs.configurations({"server": check_on, "configurations": [fixed]})  # the entry's value wins
     assert cfg.env == {"KPAD_AUTO_CHECK_DEFERRED": "0", "KPAD_AUTO_SKIP_SPECULATION": "0"}
+    # read as the plugin reads them: spaces stripped, empty = the default
+    lenient = {**server, "env": {"KPAD_AUTO_SKIP_SPECULATION": "", "KPAD_AUTO_CHECK_DEFERRED": " 1"}}
+    assert [c.name for c in runs.configurations({"server": lenient, "configurations": [kpadauto]})] == ["kpadauto8"]
+    # one step-cost table cannot serve a list of k: the message names the configuration it failed for
+    costs = '{"0": [[1, 0.001]], "2": [[1, 0.002]], "4": [[1, 0.004]], "8": [[1, 0.008]]}'
+    listed = {"method": "kpadauto", "k": [8, 12], "env": {"KPAD_AUTO_STEP_COSTS": costs}}
+    with pytest.raises(ValueError, match=r"^configurations\[0\] \(kpadauto12\): env KPAD_AUTO_STEP_COSTS: lengths"):
+        runs.configurations({"server": server, "configurations": [listed]})
+
+
+def test_the_deferred_check_is_refused_before_any_run_where_no_step_can_be_skipped():
+    server = {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.9}
+    check = {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 1}}
+    models = {"small": {"tensor_parallel_size": 1}, "big": {"tensor_parallel_size": 2}}
+    config = {"server": server, "models": models, "configurations": [check]}
+    with pytest.raises(
+        ValueError,
+        match=r"^configuration kpadauto8: KPAD_AUTO_CHECK_DEFERRED=1 would check nothing: models \['big'\] run at "
+        r"tensor parallel size > 1 puts the workers outside the scheduler's process",
+    ):
+        runs.configurations(config)
+    mp = {**check, "server_args": {"distributed_executor_backend": "mp"}}
+    with pytest.raises(ValueError, match=r"^configuration kpadauto8: .* distributed_executor_backend mp puts"):
+        runs.configurations({**config, "models": {"small": {}}, "configurations": [mp]})
+    plain = {"method": "kpadauto", "k": 8}  # no check: the skip is only turned off, and the server says so
+    assert [c.name for c in runs.configurations({**config, "configurations": [plain]})] == ["kpadauto8"]
 
 
 def test_env_booleans_become_1_and_0_and_server_env_may_not_set_the_pipelines_variables():

@@ -39,9 +39,11 @@ print(' '.join([f'results/corpora/{x}.jsonl' for x in c['measure_corpora']] + [f
 fi
 archive() {  # written anew after every finished run, so a call cut short (device budget) still brings them back
   mkdir -p "${OUT:-/tmp/out}"
-  tar czf "${OUT:-/tmp/out}/gpu.tgz.part" results/runs results/logs results/benchmarks results/*.parquet results/*.md \
-    figures "$state/snakemake.log" 2>/dev/null
-  mv "${OUT:-/tmp/out}/gpu.tgz.part" "${OUT:-/tmp/out}/gpu.tgz"
+  local paths
+  paths=$(ls -d results/runs results/logs results/benchmarks results/*.parquet results/*.md figures \
+    "$state/snakemake.log" 2>/dev/null)
+  # shellcheck disable=SC2086 # one path per word (none has spaces)
+  tar czf "${OUT:-/tmp/out}/gpu.tgz.part" $paths && mv "${OUT:-/tmp/out}/gpu.tgz.part" "${OUT:-/tmp/out}/gpu.tgz"
 }
 end=$((SECONDS + ${1:-560})); archived=""
 while [ $SECONDS -lt $end ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; do

@@ -238,7 +238,7 @@ _AUTO_COSTS: dict[int, list[tuple[int, float]]] = {}  # filled in the engine pro
 #: ``KPAD_AUTO_STEP_COSTS`` parsed by :func:`register` (None: measure the costs at start)
 _GIVEN_COSTS: dict[int, list[tuple[int, float]]] | None = None
 # Set by the kpadauto scheduler at each schedule(): the step's proposals cannot pay (auto.no_draft_pays). Read by
-# the suffix proposer's patch; only a worker in the scheduler's own process (tensor parallel size 1) sees it.
+# the suffix proposer's patch; only a worker in the scheduler's own process (executor uni at world size 1) sees it.
 _SKIP_SPECULATION = False
 
 
@@ -289,12 +289,15 @@ def _patch_scheduler(pad: bool) -> None:
                     "scheduler (update_draft_token_ids), so no length could be chosen; drop --async-scheduling"
                 )
             every = auto.env_int(os.environ, auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0)
-            skip = bool(auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0))
+            asked = bool(auto.env_int(os.environ, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0))
             parallel = self.vllm_config.parallel_config
             blocked = auto.skip_blocked_by(parallel.distributed_executor_backend, parallel.world_size)
             if blocked and _CHECK_DEFERRED:
-                raise ValueError(f"{auto.ENV_CHECK_DEFERRED}=1 would check nothing: no step can be skipped, {blocked}")
-            skip = skip and not blocked
+                raise ValueError(
+                    f"{auto.ENV_CHECK_DEFERRED}=1 would check nothing: no step can be skipped, {blocked}; run the "
+                    f"check at tensor parallel size 1 with the default executor, or drop {auto.ENV_CHECK_DEFERRED}"
+                )
+            skip = asked and not blocked
             self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip)
             log.warning(
                 "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s); step costs %s",
@@ -302,7 +305,7 @@ def _patch_scheduler(pad: bool) -> None:
                 list(lengths),
                 self.num_spec_tokens,
                 every,
-                "yes" if skip else f"no, {blocked}" if blocked else "no",
+                "yes" if skip else f"no, {blocked}" if asked else f"no ({auto.ENV_SKIP}=0)",
                 costs_note(),
             )
 

@@ -104,6 +104,18 @@ def env_int(environ: dict[str, str], name: str, default: int, minimum: int) -> i
     return int(text)
 
 
+def _cost_point(point: object) -> tuple[int, float] | None:
+    """``[requests, seconds]`` -> ``(requests, seconds)``: an integer >= 1 (not a bool) and a finite number >= 0."""
+    if not isinstance(point, list) or len(point) != 2:
+        return None
+    r, t = point
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+        return None
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+        return None
+    return r, float(t)
+
+
 def parse_step_costs(text: str, lengths: Sequence[int]) -> dict[int, list[tuple[int, float]]]:
     """``KPAD_AUTO_STEP_COSTS``: forward times given instead of measured at server start, in the JSON the
     scheduler logs after "step costs measured:", ``{"L": [[requests, seconds], ...], ...}``.
@@ -119,21 +131,34 @@ def parse_step_costs(text: str, lengths: Sequence[int]) -> dict[int, list[tuple[
         ``{L: [(requests, seconds), ...]}`` as :class:`StepCosts` takes it.
 
     Raises:
-        ValueError: not that JSON, a length outside ``lengths`` or without points, a request count < 1, a time
-            < 0; the message names the variable and gives an example.
+        ValueError: not that JSON (a key that is not a length in digits, a point that is not ``[integer >= 1,
+            finite number >= 0]``, a request count twice for one length), a length outside ``lengths``, a length
+            of ``lengths`` missing or without points; the message names the variable and gives an example.
     """
     example = (
         f'{ENV_STEP_COSTS}=\'{{"0": [[1, 0.005], [32, 0.006]], "{lengths[-1]}": [[1, 0.005], [32, 0.011]], ...}}\''
     )
     try:
         raw = json.loads(text)
-        table = {int(key): [(int(r), float(t)) for r, t in points] for key, points in raw.items() if _is_integer(key)}
-        ok = len(table) == len(raw) and all(r >= 1 and t >= 0 for points in table.values() for r, t in points)
-    except (ValueError, TypeError, AttributeError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{ENV_STEP_COSTS}={text!r}: give seconds per request count for each length, e.g. {example}")
-    missing = sorted(set(lengths) - {length for length, points in table.items() if points})
+    except ValueError:
+        raw = None
+    table: dict[int, list[tuple[int, float]]] | None = {} if isinstance(raw, dict) else None
+    for key, points in raw.items() if table is not None else ():
+        parsed = [_cost_point(p) for p in points] if isinstance(points, list) else [None]
+        counts = [p[0] for p in parsed if p is not None]
+        if not (key.isascii() and key.isdigit()) or None in parsed or len(set(counts)) != len(counts):
+            table = None
+            break
+        table[int(key)] = parsed
+    if table is None or len(table) != len(raw):
+        raise ValueError(
+            f"{ENV_STEP_COSTS}={text!r}: give, for each length, [request count, seconds] pairs (an integer >= 1 once "
+            f"per length, a finite number >= 0), e.g. {example}"
+        )
+    empty = sorted(length for length, points in table.items() if not points)
+    if empty:
+        raise ValueError(f"{ENV_STEP_COSTS}: lengths {empty} have no [request count, seconds] pairs, e.g. {example}")
+    missing = sorted(set(lengths) - set(table))
     extra = sorted(set(table) - set(lengths))
     if missing or extra:
         raise ValueError(

@@ -215,7 +215,7 @@ def classify(
     if not plugin_ok:
         return "invalid", (
             "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH; kpadauto: its scheduler line with "
-            "measured step costs is missing)"
+            "step costs, measured or given, is missing)"
         )
     if deferred_check is not None and deferred_check[0]:
         return "invalid", (
@@ -226,8 +226,7 @@ def classify(
     if deferred_check is not None and not deferred_check[1]:
         return "invalid", (
             "KPAD_AUTO_CHECK_DEFERRED checked nothing: no step looked up drafts after skipped ones (the rule never "
-            "skipped, or the workers are other processes: tensor parallel size > 1 or distributed_executor_backend "
-            "mp)"
+            "skipped: drafts paid on every step, or the run was too short)"
         )
     if bench.get("failed", 0) > 0:
         return "invalid", f"{bench['failed']} of {expected} requests failed{_kinds(bench.get('kpadstudy'))}"

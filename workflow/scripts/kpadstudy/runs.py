@@ -114,7 +114,8 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
         ValueError: a name that is not safe as a path part, names that repeat, a K on van or a missing K,
             speculative options that set ``method`` or ``num_speculative_tokens``, an ``env`` that
             :func:`entry_env` refuses, a kpadauto entry whose ``KPAD_AUTO_*`` settings (``server.env`` and its
-            own ``env``) :func:`check_auto_env` refuses, a ``server.env`` setting one of :data:`RESERVED_ENV`;
+            own ``env``) :func:`check_auto_env` refuses, ``KPAD_AUTO_CHECK_DEFERRED=1`` with a model at tensor
+            parallel size > 1 or another executor than uni, a ``server.env`` setting one of :data:`RESERVED_ENV`;
             the message names the entry and what to change.
     """
     reserved = sorted(set(config["server"].get("env") or {}) & set(RESERVED_ENV))
@@ -133,7 +134,29 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
         raise ValueError(
             f"config 'configurations' yields duplicate names {repeated}: give each entry its own name, list each K once"
         )
+    _check_deferred_check_in_process(config, out)
     return out
+
+
+def _check_deferred_check_in_process(config: dict[str, Any], configs: list[Configuration]) -> None:
+    """Refuse ``KPAD_AUTO_CHECK_DEFERRED=1`` where no step can be skipped (``kpad_plugin.auto.skip_blocked_by``: a
+    model at tensor parallel size > 1, or an entry's ``distributed_executor_backend`` other than uni), which the
+    server would refuse only after loading the model."""
+    server_env = {str(k): str(v) for k, v in (config["server"].get("env") or {}).items()}
+    wide = sorted(m for m, spec in (config.get("models") or {}).items() if int(spec.get("tensor_parallel_size", 1)) > 1)
+    for c in configs:
+        if c.method != "kpadauto" or not auto.env_int({**server_env, **c.env}, auto.ENV_CHECK_DEFERRED, 0, 0):
+            continue
+        backend = c.server_args.get("distributed_executor_backend")
+        if wide or backend not in (None, "uni"):
+            why = (
+                f"models {wide} run at tensor parallel size > 1" if wide else f"distributed_executor_backend {backend}"
+            )
+            raise ValueError(
+                f"configuration {c.name}: {auto.ENV_CHECK_DEFERRED}=1 would check nothing: {why} puts the workers "
+                "outside the scheduler's process, where no step is skipped; run the check with the models at "
+                "tensor_parallel_size 1 and the default executor, or drop the variable"
+            )
 
 
 def disabled_configurations(config: dict[str, Any]) -> list[Configuration]:
@@ -203,7 +226,7 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
             )
         lengths = auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else ()
         if method == "kpadauto":  # as the server sees them: server.env, then the entry's env on top
-            check_auto_env({**{str(k): str(v) for k, v in (server.get("env") or {}).items()}, **env}, lengths, where)
+            check_auto_env(server.get("env") or {}, env, lengths, f"{where} ({name})")
         out.append(
             Configuration(
                 name=name,
@@ -243,31 +266,35 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
     return out
 
 
-def check_auto_env(env: dict[str, str], lengths: tuple[int, ...], where: str) -> None:
+def check_auto_env(server_env: dict[str, Any], entry_env: dict[str, str], lengths: tuple[int, ...], where: str) -> None:
     """Check the ``KPAD_AUTO_*`` settings of a kpadauto server's environment before any run (the server would
-    refuse them only after loading the model).
+    refuse them only after loading the model). Values are read as the plugin reads them (``auto.env_int``: spaces
+    stripped, an empty value is the default).
 
     Args:
-        env: the variables as strings, config ``server.env`` with the entry's ``env`` on top (as the server gets
+        server_env: config ``server.env``.
+        entry_env: the entry's ``env`` as strings (:func:`entry_env`), on top of ``server_env`` (as the server gets
             them, :func:`server_env`).
         lengths: the configuration's kpadauto lengths (``KPAD_AUTO_STEP_COSTS`` must give a cost for each).
-        where: the entry, put in front of the message.
+        where: the configuration, put in front of the message.
 
     Raises:
         ValueError: ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED`` other than 0 / 1, the check on
             with the skip off, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an
             integer >= 1, a ``KPAD_AUTO_STEP_COSTS`` that ``kpad_plugin.auto.parse_step_costs`` refuses; the message
-            names the entry and the variable.
+            names the configuration, whether the value came from its ``env`` or from ``server.env``, and the fix.
     """
-    if env.get(auto.ENV_SKIP, str(auto.DEFAULT_SKIP)) not in ("0", "1"):
-        raise ValueError(f"{where}: env {auto.ENV_SKIP}={env[auto.ENV_SKIP]!r}: give 1 (skip, the default) or 0")
-    if env.get(auto.ENV_CHECK_DEFERRED, "0") not in ("0", "1"):
-        raise ValueError(
-            f"{where}: env {auto.ENV_CHECK_DEFERRED}={env[auto.ENV_CHECK_DEFERRED]!r}: "
-            "give 1 (check) or 0 (the default)"
-        )
-    if env.get(auto.ENV_CHECK_DEFERRED) == "1" and env.get(auto.ENV_SKIP) == "0":
-        raise ValueError(f"{where}: env {auto.CHECK_WITHOUT_SKIP}")
+    env = {**{str(k): str(v) for k, v in (server_env or {}).items()}, **entry_env}
+
+    def source(name: str) -> str:
+        return f"{where}: {'env' if name in entry_env else 'config server.env'}"
+
+    for name, what in (
+        (auto.ENV_SKIP, "1 (skip, the default) or 0"),
+        (auto.ENV_CHECK_DEFERRED, "1 (check) or 0 (the default)"),
+    ):
+        if env.get(name, "").strip() not in ("", "0", "1"):
+            raise ValueError(f"{source(name)} {name}={env[name]!r}: give {what}")
     for name, default, minimum in (
         (auto.ENV_EXPLORE, auto.DEFAULT_EXPLORE_EVERY, 0),
         (auto.ENV_COST_REPEATS, auto.DEFAULT_COST_REPEATS, 1),
@@ -275,12 +302,15 @@ def check_auto_env(env: dict[str, str], lengths: tuple[int, ...], where: str) ->
         try:
             auto.env_int(env, name, default, minimum)
         except ValueError as err:
-            raise ValueError(f"{where}: env {err}") from None
+            raise ValueError(f"{source(name)} {err}") from None
+    skip = auto.env_int(env, auto.ENV_SKIP, auto.DEFAULT_SKIP, 0)
+    if auto.env_int(env, auto.ENV_CHECK_DEFERRED, 0, 0) and not skip:
+        raise ValueError(f"{source(auto.ENV_CHECK_DEFERRED)} {auto.CHECK_WITHOUT_SKIP}")
     if env.get(auto.ENV_STEP_COSTS, "").strip():
         try:
             auto.parse_step_costs(env[auto.ENV_STEP_COSTS], lengths)
         except ValueError as err:
-            raise ValueError(f"{where}: env {err}") from None
+            raise ValueError(f"{source(auto.ENV_STEP_COSTS)} {err}") from None
 
 
 def auto_lengths(lengths: list[int] | None, k: int, where: str) -> tuple[int, ...]:
