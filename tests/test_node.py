@@ -596,9 +596,19 @@ def test_locks_work_for_a_second_user_of_the_node():
             os.umask(old_umask)
         assert (d.stat().st_mode & 0o7777, (d / "port-20000.lock").stat().st_mode & 0o777) == (0o1777, 0o666)
         (base / "closed").mkdir(mode=0o755)
+        # the second user imports a copy of locks.py (standard library only) from base: the clone itself may sit
+        # in a folder "nobody" cannot enter (a CI rehearsal cloned into a 0700 mktemp -d folder and failed here)
+        package = base / "pkg" / "kpadstudy"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        shutil.copy(locks.__file__, package / "locks.py")
+        for folder in (base / "pkg", package):
+            folder.chmod(0o755)
+        for f in package.iterdir():
+            f.chmod(0o644)
         child = f"""
 import json, sys
-sys.path.insert(0, {str(Path(locks.__file__).parents[1])!r})
+sys.path.insert(0, {str(base / "pkg")!r})
 from pathlib import Path
 from kpadstudy import locks
 d = locks.lock_dir({str(d)!r})
