@@ -18,6 +18,8 @@ from typing import Any
 
 from kpad_plugin import LOADED_MESSAGE, auto
 
+from .runs import configured_env
+
 BENCH_KEYS = {
     "duration": "duration_s",
     "completed": "completed",
@@ -254,9 +256,7 @@ def deferred_check(server: dict[str, Any], configuration: Any, after: dict[str, 
         configuration: the run's :class:`kpadstudy.runs.Configuration`.
         after: ``{role: counters}`` of ``kpad_plugin.read_stats`` after the measured prompts.
     """
-    env = {
-        str(k): str(v) for k, v in {**(server.get("env") or {}), **(getattr(configuration, "env", None) or {})}.items()
-    }
+    env = configured_env(server.get("env"), getattr(configuration, "env", None))
     if getattr(configuration, "method", "") != "kpadauto" or not auto.env_int(env, auto.ENV_CHECK_DEFERRED, 0, 0):
         return None
     worker = after.get("worker0", {})

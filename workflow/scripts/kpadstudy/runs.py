@@ -142,10 +142,10 @@ def _check_deferred_check_in_process(config: dict[str, Any], configs: list[Confi
     """Refuse ``KPAD_AUTO_CHECK_DEFERRED=1`` where no step can be skipped (``kpad_plugin.auto.skip_blocked_by``: a
     model at tensor parallel size > 1, or an entry's ``distributed_executor_backend`` other than uni), which the
     server would refuse only after loading the model."""
-    server_env = {str(k): str(v) for k, v in (config["server"].get("env") or {}).items()}
     wide = sorted(m for m, spec in (config.get("models") or {}).items() if int(spec.get("tensor_parallel_size", 1)) > 1)
     for c in configs:
-        if c.method != "kpadauto" or not auto.env_int({**server_env, **c.env}, auto.ENV_CHECK_DEFERRED, 0, 0):
+        env = configured_env(config["server"].get("env"), c.env)
+        if c.method != "kpadauto" or not auto.env_int(env, auto.ENV_CHECK_DEFERRED, 0, 0):
             continue
         backend = c.server_args.get("distributed_executor_backend")
         if wide or backend not in (None, "uni"):
@@ -224,8 +224,9 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
             raise ValueError(
                 f"{where}: name {name!r} is not safe as a path part: use letters, digits, _ . + - (at most 64)"
             )
-        lengths = auto_lengths(entry.get("lengths"), k, where) if method == "kpadauto" else ()
-        if method == "kpadauto":  # as the server sees them: server.env, then the entry's env on top
+        lengths: tuple[int, ...] = ()
+        if method == "kpadauto":
+            lengths = auto_lengths(entry.get("lengths"), k, where)
             check_auto_env(server.get("env") or {}, env, lengths, f"{where} ({name})")
         out.append(
             Configuration(
@@ -266,6 +267,12 @@ def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, 
     return out
 
 
+def configured_env(server_env: dict[str, Any] | None, entry_env: dict[str, Any] | None) -> dict[str, str]:
+    """Config ``server.env`` with a configuration's ``env`` on top, as strings: what a server gets from the config
+    before the pipeline's own variables (:func:`server_env`)."""
+    return {str(k): str(v) for k, v in {**(server_env or {}), **(entry_env or {})}.items()}
+
+
 def check_auto_env(server_env: dict[str, Any], entry_env: dict[str, str], lengths: tuple[int, ...], where: str) -> None:
     """Check the ``KPAD_AUTO_*`` settings of a kpadauto server's environment before any run (the server would
     refuse them only after loading the model). Values are read as the plugin reads them (``auto.env_int``: spaces
@@ -284,7 +291,7 @@ def check_auto_env(server_env: dict[str, Any], entry_env: dict[str, str], length
             integer >= 1, a ``KPAD_AUTO_STEP_COSTS`` that ``kpad_plugin.auto.parse_step_costs`` refuses; the message
             names the configuration, whether the value came from its ``env`` or from ``server.env``, and the fix.
     """
-    env = {**{str(k): str(v) for k, v in (server_env or {}).items()}, **entry_env}
+    env = configured_env(server_env, entry_env)
 
     def source(name: str) -> str:
         return f"{where}: {'env' if name in entry_env else 'config server.env'}"
@@ -538,8 +545,7 @@ def server_env(
     On a GPU ``TMPDIR`` stays, so torch's compile caches under it are shared between runs.
     """
     env = dict(base_env)
-    env.update({str(k): str(v) for k, v in server.get("env", {}).items()})
-    env.update(configuration.env)
+    env.update(configured_env(server.get("env"), configuration.env))
     env["ARCTIC_INFERENCE_ENABLED"] = "0"  # arctic-inference's own vLLM patches stay off; its suffix tree is used
     env["VLLM_PLUGINS"] = PLUGIN_NAME
     env["VLLM_SUFFIX_PAD_UNIFORM"] = "1" if configuration.pad else "0"
