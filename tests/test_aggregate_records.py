@@ -65,7 +65,7 @@ def test_nothing_missing_says_zero(tmp_path, capsys):
 
 
 def test_a_folder_without_records_is_refused_naming_it(tmp_path):
-    with pytest.raises(SystemExit, match=f"{tmp_path}: no run record under runs/<model>"):
+    with pytest.raises(SystemExit, match=f"{tmp_path}: no run record under runs/<model>.*; give the results/ folder"):
         tool.main([str(tmp_path), str(tmp_path / "t")])
 
 
@@ -80,3 +80,57 @@ def test_timings_from_the_benchmark_files(tmp_path):
     tool.main([str(root), str(tmp_path / "t")])
     text = open(tmp_path / "t-timings.md").read()
     assert "| run | 1 | 130 | 61 | 44 |" in text and "| run | M/sharegpt/van/r1 | 130 | 61 | 44 | ok |" in text
+
+
+def test_a_copied_record_is_refused_naming_it_and_a_stray_file_is_listed_not_read(tmp_path, capsys):
+    write_record(tmp_path, "van", "van", 0, 1, 100.0)
+    write_record(tmp_path, "kpad8", "kpad", 8, 1, 150.0)
+    cell = tmp_path / "runs" / "M" / "sharegpt"
+    (cell / "van" / "r1.old.json").write_text((cell / "van" / "r1.json").read_text())
+    out = tmp_path / "t"
+    tool.main([str(tmp_path), str(out)])
+    assert f"{cell / 'van' / 'r1.old.json'}: not read (a run record is named r<repeat>.json)" in capsys.readouterr().err
+    assert pd.read_parquet(f"{out}-runs.parquet")["configuration"].tolist() == ["kpad8", "van"]
+    (cell / "kpad4").mkdir()
+    (cell / "kpad4" / "r1.json").write_text((cell / "kpad8" / "r1.json").read_text())
+    with pytest.raises(SystemExit) as err:
+        tool.main([str(tmp_path), str(out)])
+    assert str(err.value).startswith(
+        f"aggregate_records: {cell / 'kpad4' / 'r1.json'}: the record says {{'configuration': 'kpad8'}}, its path "
+        "{'model': 'M', 'corpus': 'sharegpt', 'configuration': 'kpad4', 'repeat': 1}: a copied or renamed record"
+    )
+
+
+def test_not_json_is_one_line_naming_the_file(tmp_path):
+    write_record(tmp_path, "van", "van", 0, 1, 100.0)
+    bad = tmp_path / "runs" / "M" / "sharegpt" / "van" / "r2.json"
+    bad.write_text("garbage{")
+    with pytest.raises(
+        SystemExit, match=f"aggregate_records: {bad}: not a JSON record .*; delete it and rerun its job"
+    ):
+        tool.main([str(tmp_path), str(tmp_path / "t")])
+    assert not list(tmp_path.glob("t-*"))
+
+
+def test_the_grid_spans_every_cell_and_failed_runs_are_listed_with_their_reason(tmp_path, capsys):
+    write_record(tmp_path, "van", "van", 0, 1, 100.0)
+    write_record(tmp_path, "kpad4", "kpad", 4, 1, 120.0, status="invalid")
+    other = tmp_path / "runs" / "N" / "sharegpt" / "van" / "r1.json"
+    other.parent.mkdir(parents=True)
+    rec = json.loads((tmp_path / "runs" / "M" / "sharegpt" / "van" / "r1.json").read_text())
+    other.write_text(json.dumps({**rec, "model": "N"}))
+    rec = tmp_path / "runs" / "M" / "sharegpt" / "kpad4" / "r1.json"
+    rec.write_text(json.dumps({**json.loads(rec.read_text()), "reason": "3 of 8 requests failed"}))
+    tool.main([str(tmp_path), str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    # N never ran kpad4: the grid is every configuration of the records in every cell
+    assert "1 run(s) of the grid they span have no record:\n- N / sharegpt / kpad4 / r1: no record" in err
+    assert "- M / sharegpt / kpad4 / r1: invalid (3 of 8 requests failed), not in the ratios" in err
+
+
+def test_an_out_prefix_without_its_folder_is_refused_before_reading(tmp_path):
+    write_record(tmp_path, "van", "van", 0, 1, 100.0)
+    with pytest.raises(SystemExit, match="OUT_PREFIX '.*nodir/t': give a folder that exists .* create .*nodir first"):
+        tool.main([str(tmp_path), str(tmp_path / "nodir" / "t")])
+    with pytest.raises(SystemExit, match="OUT_PREFIX '.*out/': give a folder that exists and a name prefix"):
+        tool.main([str(tmp_path), str(tmp_path / "out") + "/"])

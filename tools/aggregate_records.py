@@ -16,7 +16,12 @@ functions (:func:`kpadstudy.tables.read_runs`, :func:`~kpadstudy.tables.cells`,
 - on stderr, and at the top of the markdown, every run without a record: each (model, corpus, configuration,
   repeat) of the grid that the records span (every configuration of a cell in every repeat that any of that
   cell's records has) and that has no record. Nothing is dropped silently: a missing run is listed, never
-  filled in, and the ratios it belongs to lose that repeat.
+  filled in, and the ratios it belongs to lose that repeat; every run that is not ``ok`` is listed with its
+  reason (counted in the cells table, never in a ratio).
+
+Checked before anything is written: each record is a JSON object whose model, corpus, configuration and repeat
+match its path (a copied or renamed record is refused, naming it); other ``.json`` files there (``r2.old.json``)
+are listed as not read, as is ``results/confirm``; OUT_PREFIX's folder exists; the benchmark files parse.
 
 RESULTS_DIR is a ``results/`` folder (the records under ``RESULTS_DIR/runs/<model>/<corpus>/<configuration>/
 r<repeat>.json``, as the run rule writes them). Errors: ``SystemExit`` naming RESULTS_DIR when it holds no
@@ -24,12 +29,57 @@ record, and :func:`kpadstudy.tables.read_runs`'s errors for a record that is not
 """
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 from kpadstudy import paired, tables, timings  # noqa: E402
+
+RECORD = re.compile(r"r([0-9]+)\.json")
+
+
+def check_records(paths: list[Path], results_dir: Path) -> list[Path]:
+    """The run records among ``paths`` (``runs/<model>/<corpus>/<configuration>/r<repeat>.json``), checked.
+
+    Args:
+        paths: the ``.json`` files under ``results_dir/runs/*/*/*/``.
+        results_dir: the study's ``results/`` folder.
+
+    Returns:
+        The files named ``r<digits>.json``, sorted; the others are listed on stderr as not read.
+
+    Raises:
+        ValueError: a record that is not a JSON object, or whose model, corpus, configuration or repeat (an
+            integer) differs from its path (a copied or renamed file); the message names the file.
+    """
+    records, others = [], []
+    for path in sorted(paths):
+        match = RECORD.fullmatch(path.name)
+        (records if match else others).append(path)
+        if not match:
+            continue
+        try:
+            rec = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON record ({err}); delete it and rerun its job") from err
+        if not isinstance(rec, dict):
+            raise ValueError(f"{path}: not a run record (a JSON {type(rec).__name__}); delete it and rerun its job")
+        model, corpus, configuration = path.relative_to(results_dir / "runs").parts[:3]
+        want = {"model": model, "corpus": corpus, "configuration": configuration, "repeat": int(match.group(1))}
+        wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v or isinstance(rec.get(k), bool)}
+        if wrong:
+            raise ValueError(
+                f"{path}: the record says {wrong}, its path {want}: a copied or renamed record; put it back where "
+                "its run job wrote it, or delete it and rerun its job"
+            )
+    for path in others:
+        print(f"{path}: not read (a run record is named r<repeat>.json)", file=sys.stderr)
+    if (results_dir / "confirm").is_dir():
+        print(f"{results_dir / 'confirm'}: confirmation records not read (only the sweep's runs/)", file=sys.stderr)
+    return records
 
 
 def missing_runs(runs) -> list[tuple[str, str, str, int]]:
@@ -39,51 +89,91 @@ def missing_runs(runs) -> list[tuple[str, str, str, int]]:
         runs: :func:`kpadstudy.tables.read_runs`'s table (columns model, corpus, configuration, repeat).
 
     Returns:
-        The missing runs, sorted; per (model, corpus), the grid is its configurations x its repeats.
+        The missing runs, sorted. The grid is every (model, corpus) of the records x every configuration of the
+        records x every repeat of the records (the pipeline plans each configuration in each repeat of each
+        cell), so a cell or a repeat of which no record exists at all cannot be seen.
     """
-    out = []
-    for (model, corpus), cell in runs.groupby(["model", "corpus"]):
-        have = set(zip(cell["configuration"], cell["repeat"].astype(int), strict=True))
-        for configuration in sorted(cell["configuration"].unique()):
-            for repeat in sorted(cell["repeat"].astype(int).unique()):
-                if (configuration, repeat) not in have:
-                    out.append((model, corpus, configuration, int(repeat)))
-    return out
+    have = set(zip(runs["model"], runs["corpus"], runs["configuration"], runs["repeat"].astype(int), strict=True))
+    cells = sorted(set(zip(runs["model"], runs["corpus"], strict=True)))
+    configurations = sorted(runs["configuration"].unique())
+    repeats = sorted(int(r) for r in runs["repeat"].unique())
+    return [
+        (model, corpus, configuration, repeat)
+        for model, corpus in cells
+        for configuration in configurations
+        for repeat in repeats
+        if (model, corpus, configuration, repeat) not in have
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the three tables; returns 0. See the module docstring for arguments and outputs."""
+    """Write the tables; returns 0, or exits with one line naming what is wrong. See the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", type=Path, help="a results/ folder: runs/<model>/<corpus>/<conf>/r<N>.json")
     parser.add_argument("out_prefix", help="e.g. results/gpu/h200-auto-long")
     args = parser.parse_args(argv)
-    paths = sorted(args.results_dir.glob("runs/*/*/*/r*.json"))
+    try:
+        return write_tables(args.results_dir, args.out_prefix)
+    except (ValueError, KeyError, OSError) as err:
+        raise SystemExit(f"aggregate_records: {err.args[0] if isinstance(err, KeyError) else err}") from err
+
+
+def write_tables(results_dir: Path, out_prefix: str) -> int:
+    """:func:`main`'s work: check the records and OUT_PREFIX, then write every table; returns 0.
+
+    Raises:
+        SystemExit: no record under ``results_dir``, or OUT_PREFIX ends in ``/`` or its folder does not exist.
+        ValueError, KeyError, OSError: a bad record (:func:`check_records`) or benchmark file
+            (:func:`kpadstudy.timings.timings`), before anything is written.
+    """
+    if out_prefix.endswith("/") or not Path(out_prefix).parent.is_dir():
+        raise SystemExit(
+            f"OUT_PREFIX {out_prefix!r}: give a folder that exists and a name prefix (e.g. results/gpu/h200-lease); "
+            f"create {Path(out_prefix).parent if not out_prefix.endswith('/') else out_prefix} first"
+        )
+    paths = check_records(list(results_dir.glob("runs/*/*/*/*.json")), results_dir)
     if not paths:
         raise SystemExit(
-            f"{args.results_dir}: no run record under runs/<model>/<corpus>/<configuration>/r<repeat>.json; "
-            "give the results/ folder of the study"
+            f"{results_dir}: no run record under runs/<model>/<corpus>/<configuration>/r<repeat>.json"
+            + ("" if results_dir.is_dir() else " (the folder does not exist)")
+            + "; give the results/ folder of the study"
         )
     runs = tables.read_runs(paths)
     missing = missing_runs(runs)
+    bad = runs[runs["status"] != "ok"].sort_values(["model", "corpus", "configuration", "repeat"])
     lines = [
-        f"{len(runs)} run records under {args.results_dir} ({runs['status'].value_counts().to_dict()}); "
+        f"{len(runs)} run records under {results_dir} ({runs['status'].value_counts().to_dict()}); "
         f"{len(missing)} run(s) of the grid they span have no record" + (":" if missing else "")
     ] + [f"- {m} / {c} / {conf} / r{r}: no record (not run or not finished)" for m, c, conf, r in missing]
-    print("\n".join(lines), file=sys.stderr)
-    tables.write_table(runs, f"{args.out_prefix}-runs.parquet")
-    tables.write_table(tables.cells(runs), f"{args.out_prefix}-cells.parquet")
-    pairs, drift = paired.paired_table(runs), paired.drift_table(runs)
-    Path(f"{args.out_prefix}-paired.md").write_text("\n".join(lines) + "\n\n" + paired.to_markdown(pairs, drift))
-    root = args.results_dir.parent
+    for x in bad.to_dict("records"):
+        why = f" ({x['reason']})" if isinstance(x.get("reason"), str) and x["reason"] else ""
+        run = f"{x['model']} / {x['corpus']} / {x['configuration']} / r{x['repeat']}"
+        lines.append(f"- {run}: {x['status']}{why}, not in the ratios")
+    root = results_dir.parent
     bench = {
-        rule: sorted(p.relative_to(root).as_posix() for p in (args.results_dir / "benchmarks" / rule).rglob("*.tsv"))
+        rule: sorted(p.relative_to(root).as_posix() for p in (results_dir / "benchmarks" / rule).rglob("*.tsv"))
         for rule in timings.STAGES
     }
-    if args.results_dir.name == "results" and any(bench.values()):
-        table = timings.timings({rule: paths for rule, paths in bench.items() if paths}, root=str(root))
-        Path(f"{args.out_prefix}-timings.md").write_text(timings.summary(table))
+    timing_table = None
+    if not any(bench.values()):
+        print(
+            f"{results_dir}: no benchmark files under {results_dir / 'benchmarks'}: no timings written", file=sys.stderr
+        )
+    elif results_dir.name != "results":
+        print(
+            f"{results_dir}: benchmark files name paths under results/, and this folder is not named results: no "
+            "timings written (rename or link it)",
+            file=sys.stderr,
+        )
     else:
-        print(f"{args.results_dir}: no benchmark files in a folder named results: no timings written", file=sys.stderr)
+        timing_table = timings.timings({rule: p for rule, p in bench.items() if p}, root=str(root))
+    print("\n".join(lines), file=sys.stderr)
+    tables.write_table(runs, f"{out_prefix}-runs.parquet")
+    tables.write_table(tables.cells(runs), f"{out_prefix}-cells.parquet")
+    pairs, drift = paired.paired_table(runs), paired.drift_table(runs)
+    Path(f"{out_prefix}-paired.md").write_text("\n".join(lines) + "\n\n" + paired.to_markdown(pairs, drift))
+    if timing_table is not None:
+        Path(f"{out_prefix}-timings.md").write_text(timings.summary(timing_table))
     return 0
 
 
