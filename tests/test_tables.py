@@ -153,3 +153,13 @@ def test_read_cells_names_the_file_and_the_fix(tmp_path):
     )
     with pytest.raises(ValueError, match=r"is not a cells Parquet \(lacks \['k', 'method', 'output_tok_s_median'\]\)"):
         tables.read_cells(tmp_path / "runs.parquet")
+
+
+def test_a_record_that_is_json_but_not_an_object_or_not_utf8_is_named(tmp_path):
+    listed, binary = tmp_path / "r1.json", tmp_path / "r2.json"
+    listed.write_text("[1, 2]")
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ValueError, match=f"{listed}: not a run record \\(a JSON list\\); delete it and rerun its job"):
+        tables.read_runs([listed])
+    with pytest.raises(ValueError, match=f"{binary}: not a JSON record \\(.*codec can't decode.*\\); delete it"):
+        tables.read_runs([binary])

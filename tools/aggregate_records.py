@@ -14,8 +14,8 @@ functions (:func:`kpadstudy.tables.read_runs`, :func:`~kpadstudy.tables.cells`,
   benchmark files under ``RESULTS_DIR/benchmarks``, boot and measured seconds from the records), when
   RESULTS_DIR is named ``results`` and has benchmark files (the paths the benchmark files name start there);
 - on stderr, and at the top of the markdown, every run without a record: each (model, corpus, configuration,
-  repeat) of the grid that the records span (every configuration of a cell in every repeat that any of that
-  cell's records has) and that has no record. Nothing is dropped silently: a missing run is listed, never
+  repeat) of the grid that the records span (every cell of the records x every configuration of the records x
+  every repeat of the records) and that has no record. Nothing is dropped silently: a missing run is listed, never
   filled in, and the ratios it belongs to lose that repeat; every run that is not ``ok`` is listed with its
   reason (counted in the cells table, never in a ratio).
 
@@ -25,11 +25,11 @@ are listed as not read, as is ``results/confirm``; OUT_PREFIX's folder exists; t
 
 RESULTS_DIR is a ``results/`` folder (the records under ``RESULTS_DIR/runs/<model>/<corpus>/<configuration>/
 r<repeat>.json``, as the run rule writes them). Errors: ``SystemExit`` naming RESULTS_DIR when it holds no
-record, and :func:`kpadstudy.tables.read_runs`'s errors for a record that is not a run record.
+record; one line (``aggregate_records: ...``) for :func:`kpadstudy.tables.read_runs`'s errors (a record that is not
+a JSON object or lacks a key), :func:`check_paths`' and a bad benchmark file's.
 """
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -41,45 +41,43 @@ from kpadstudy import paired, tables, timings  # noqa: E402
 RECORD = re.compile(r"r([0-9]+)\.json")
 
 
-def check_records(paths: list[Path], results_dir: Path) -> list[Path]:
-    """The run records among ``paths`` (``runs/<model>/<corpus>/<configuration>/r<repeat>.json``), checked.
+def record_paths(results_dir: Path) -> list[Path]:
+    """The run records under ``results_dir/runs/*/*/*/``: the files named ``r<digits>.json``, sorted.
 
-    Args:
-        paths: the ``.json`` files under ``results_dir/runs/*/*/*/``.
-        results_dir: the study's ``results/`` folder.
-
-    Returns:
-        The files named ``r<digits>.json``, sorted; the others are listed on stderr as not read.
-
-    Raises:
-        ValueError: a record that is not a JSON object, or whose model, corpus, configuration or repeat (an
-            integer) differs from its path (a copied or renamed file); the message names the file.
+    Other ``.json`` files there (``r2.old.json``) and a ``results_dir/confirm`` folder are listed on stderr as not
+    read.
     """
     records, others = [], []
-    for path in sorted(paths):
-        match = RECORD.fullmatch(path.name)
-        (records if match else others).append(path)
-        if not match:
-            continue
-        try:
-            rec = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path}: not a JSON record ({err}); delete it and rerun its job") from err
-        if not isinstance(rec, dict):
-            raise ValueError(f"{path}: not a run record (a JSON {type(rec).__name__}); delete it and rerun its job")
-        model, corpus, configuration = path.relative_to(results_dir / "runs").parts[:3]
-        want = {"model": model, "corpus": corpus, "configuration": configuration, "repeat": int(match.group(1))}
-        wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v or isinstance(rec.get(k), bool)}
-        if wrong:
-            raise ValueError(
-                f"{path}: the record says {wrong}, its path {want}: a copied or renamed record; put it back where "
-                "its run job wrote it, or delete it and rerun its job"
-            )
+    for path in sorted(results_dir.glob("runs/*/*/*/*.json")):
+        (records if RECORD.fullmatch(path.name) else others).append(path)
     for path in others:
         print(f"{path}: not read (a run record is named r<repeat>.json)", file=sys.stderr)
     if (results_dir / "confirm").is_dir():
         print(f"{results_dir / 'confirm'}: confirmation records not read (only the sweep's runs/)", file=sys.stderr)
     return records
+
+
+def check_paths(runs, paths: list[Path], results_dir: Path) -> None:
+    """Each record's model, corpus, configuration and repeat (an integer) against its path.
+
+    Args:
+        runs: :func:`kpadstudy.tables.read_runs` of ``paths`` (one row per path, in their order).
+        paths: :func:`record_paths`.
+        results_dir: the study's ``results/`` folder.
+
+    Raises:
+        ValueError: a record whose fields differ from its path (a copied or renamed file); the message names it.
+    """
+    for path, rec in zip(paths, runs.to_dict("records"), strict=True):
+        model, corpus, configuration = path.relative_to(results_dir / "runs").parts[:3]
+        want = {"model": model, "corpus": corpus, "configuration": configuration}
+        want["repeat"] = int(RECORD.fullmatch(path.name).group(1))
+        wrong = {k: rec[k] for k, v in want.items() if rec[k] != v or isinstance(rec[k], bool)}
+        if wrong:
+            raise ValueError(
+                f"{path}: the record says {wrong}, its path {want}: a copied or renamed record; put it back where "
+                "its run job wrote it, or delete it and rerun its job"
+            )
 
 
 def missing_runs(runs) -> list[tuple[str, str, str, int]]:
@@ -123,15 +121,15 @@ def write_tables(results_dir: Path, out_prefix: str) -> int:
 
     Raises:
         SystemExit: no record under ``results_dir``, or OUT_PREFIX ends in ``/`` or its folder does not exist.
-        ValueError, KeyError, OSError: a bad record (:func:`check_records`) or benchmark file
-            (:func:`kpadstudy.timings.timings`), before anything is written.
+        ValueError, KeyError, OSError: a bad record (:func:`kpadstudy.tables.read_runs`, :func:`check_paths`) or
+            benchmark file (:func:`kpadstudy.timings.timings`), before anything is written.
     """
     if out_prefix.endswith("/") or not Path(out_prefix).parent.is_dir():
         raise SystemExit(
             f"OUT_PREFIX {out_prefix!r}: give a folder that exists and a name prefix (e.g. results/gpu/h200-lease); "
             f"create {Path(out_prefix).parent if not out_prefix.endswith('/') else out_prefix} first"
         )
-    paths = check_records(list(results_dir.glob("runs/*/*/*/*.json")), results_dir)
+    paths = record_paths(results_dir)
     if not paths:
         raise SystemExit(
             f"{results_dir}: no run record under runs/<model>/<corpus>/<configuration>/r<repeat>.json"
@@ -139,6 +137,7 @@ def write_tables(results_dir: Path, out_prefix: str) -> int:
             + "; give the results/ folder of the study"
         )
     runs = tables.read_runs(paths)
+    check_paths(runs, paths, results_dir)
     missing = missing_runs(runs)
     bad = runs[runs["status"] != "ok"].sort_values(["model", "corpus", "configuration", "repeat"])
     lines = [

@@ -33,14 +33,17 @@ def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
     """One row per JSON record file; nested values (lists, dicts) become JSON strings.
 
     Raises:
-        ValueError: a file is not JSON or lacks a ``required`` key (the message names the file).
+        ValueError: a file is not JSON (or not UTF-8), is JSON but not an object, or lacks a ``required`` key
+            (the message names the file).
     """
     rows = []
     for path in paths:
         try:
             rec = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not a JSON record ({err}); delete it and rerun its job") from err
+        if not isinstance(rec, dict):
+            raise ValueError(f"{path}: not a run record (a JSON {type(rec).__name__}); delete it and rerun its job")
         missing = required - rec.keys()
         if missing:
             raise ValueError(f"{path}: record lacks {sorted(missing)}; delete it and rerun its job")
