@@ -59,3 +59,15 @@ def test_a_file_that_is_not_a_benchmark_is_refused_by_name(tmp_path):
         timings.timings({"run": ["results/benchmarks/run/x.tsv"]}, root=str(tmp_path))
     with pytest.raises(ValueError):
         timings.job_name("results/other/run/x.tsv", "run")
+
+
+@pytest.mark.parametrize("text", ["s\th:m:s\n", "s\th:m:s\nNA\tNA\n"], ids=["header only", "NA"])
+def test_a_benchmark_file_without_a_wall_time_is_refused_by_name(tmp_path, text):
+    path = tmp_path / "results" / "benchmarks" / "run" / "x.tsv"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(
+        ValueError,
+        match=r"results/benchmarks/run/x.tsv: no wall time in column 's' \(an empty or cut-off benchmark file\)",
+    ):
+        timings.timings({"run": ["results/benchmarks/run/x.tsv"]}, root=str(tmp_path))

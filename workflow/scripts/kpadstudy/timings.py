@@ -55,6 +55,7 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
 
     Raises:
         KeyError: a benchmark file without the column ``s`` (the message names the file).
+        ValueError: a benchmark file with no row, or ``NA`` as its first ``s`` (the message names the file).
     """
     rows = []
     for rule, paths in benchmarks.items():
@@ -62,6 +63,11 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
             table = pd.read_csv(Path(root) / path, sep="\t")
             if "s" not in table:
                 raise KeyError(f"{path}: no column 's' (not a Snakemake benchmark file)")
+            if table.empty or pd.isna(table["s"].iloc[0]):
+                raise ValueError(
+                    f"{path}: no wall time in column 's' (an empty or cut-off benchmark file); delete it and rerun "
+                    "its job"
+                )
             job = job_name(path, rule)
             row = {
                 "stage": rule,
