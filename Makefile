@@ -105,7 +105,7 @@ figures:
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
 # in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
 #   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto | gpu-8b-auto | gpu-8b-auto-skip | gpu-8b-auto-runner
-#                    | gpu-8b-auto-deferred | gpu-auto-long
+#                    | gpu-8b-auto-deferred | gpu-auto-long | gpu-auto-pair
 # Each preset is config/cache/<DATA>.yaml after its study's config; the report (Snakemake's --report: landing
 # text naming the data, its tables, its figures) goes into the data set's tables folder, REPORT_<DATA>.
 RESULTS_VENV ?= .venv-results
@@ -127,6 +127,7 @@ FROM_CACHE_gpu-8b-auto-skip := config/gpu-8b-auto-skip.yaml config/cache/gpu-8b-
 FROM_CACHE_gpu-8b-auto-runner := config/gpu-8b-auto-runner.yaml config/cache/gpu-8b-auto-runner.yaml
 FROM_CACHE_gpu-8b-auto-deferred := config/gpu-8b-auto-deferred.yaml config/cache/gpu-8b-auto-deferred.yaml
 FROM_CACHE_gpu-auto-long := config/gpu-auto-long.yaml config/cache/gpu-auto-long.yaml
+FROM_CACHE_gpu-auto-pair := config/gpu-auto-pair.yaml config/cache/gpu-auto-pair.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -137,10 +138,11 @@ REPORT_gpu-8b-auto-skip := results/gpu/8b-auto-skip/report.html
 REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
 REPORT_gpu-8b-auto-deferred := results/gpu/8b-auto-deferred/report.html
 REPORT_gpu-auto-long := results/gpu/auto-long/report.html
+REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
 ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred or gpu-auto-long)
+$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred, gpu-auto-long or gpu-auto-pair)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed

@@ -332,3 +332,20 @@ def test_a_confirmed_cell_whose_confirmation_failed_says_so():
         "confirm",
         "no configuration has a valid run",
     )  # never the sweep's kpad8 150 or van 100: another phase
+
+
+def test_step_cost_without_a_van_says_that_van_is_missing_not_the_step_counts(tmp_path):
+    import write_tables
+
+    cells = tmp_path / "cells.parquet"
+    pd.DataFrame([cell("kpad8", "kpad", 8, 100.0, tpot=10.0), cell("kpadauto12", "kpadauto", 12, 102.0)]).to_parquet(
+        cells
+    )
+    t = write_tables.write_step_cost(None, str(cells), str(tmp_path / "s.parquet"), str(tmp_path / "s.md"))
+    assert t.empty
+    text = (tmp_path / "s.md").read_text()
+    assert text.endswith(
+        "No cell of these data has a valid van run (R and the measured speed-up divide by van's), so no "
+        "configuration has a K-bar / R row.\n"
+    )
+    assert "step counts" not in text

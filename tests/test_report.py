@@ -183,7 +183,7 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     assert p.returncode != 0
     assert (
         "DATA=typo is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, "
-        "gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred or gpu-auto-long" in p.stderr
+        "gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred, gpu-auto-long or gpu-auto-pair" in p.stderr
     )
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10
 

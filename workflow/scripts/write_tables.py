@@ -41,7 +41,10 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
         lines.append(f"**{compare.CPU_NOTE}.**\n")
     if t.empty or t["tokens_per_request_step"].isna().all():
         lines.append(
-            "These data have no run records with step counts (the published study, for one: one number per "
+            "No cell of these data has a valid van run (R and the measured speed-up divide by van's), so no "
+            "configuration has a K-bar / R row.\n"
+            if t.empty
+            else "These data have no run records with step counts (the published study, for one: one number per "
             "configuration, no counters), so K-bar and R cannot be computed for any of their "
             f"{len(t)} configurations.\n"
         )
