@@ -104,10 +104,10 @@ figures:
 
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
 # in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
-#   make from-cache DATA=published | cpu | gpu | gpu-paired | gpu-auto | gpu-8b-auto | gpu-8b-auto-skip | gpu-8b-auto-runner
-#                    | gpu-8b-auto-deferred | gpu-auto-long | gpu-auto-pair
-# Each preset is config/cache/<DATA>.yaml after its study's config; the report (Snakemake's --report: landing
-# text naming the data, its tables, its figures) goes into the data set's tables folder, REPORT_<DATA>.
+#   make from-cache DATA=<name>   (a name of DATA_SETS: published, cpu, gpu, gpu-paired, gpu-auto-pair, ...)
+# Each data set is config/cache/<DATA>.yaml, read after its study's config (FROM_CACHE_<DATA>); the report
+# (Snakemake's --report: landing text naming the data, its tables, its figures) goes into the data set's tables
+# folder, REPORT_<DATA>. A new data set: its config/cache file and its FROM_CACHE_ and REPORT_ lines.
 RESULTS_VENV ?= .venv-results
 RESULTS_PY := $(RESULTS_VENV)/bin/python
 DATA ?= published
@@ -139,10 +139,14 @@ REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
 REPORT_gpu-8b-auto-deferred := results/gpu/8b-auto-deferred/report.html
 REPORT_gpu-auto-long := results/gpu/auto-long/report.html
 REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
+DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
-ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA) is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred, gpu-auto-long or gpu-auto-pair)
+ifeq ($(filter $(DATA),$(DATA_SETS)),)
+$(error DATA=$(DATA) is not a shipped data set (no config/cache/$(DATA).yaml): use one of $(DATA_SETS))
+endif
+ifeq ($(FROM_CACHE_$(DATA))$(REPORT_$(DATA)),)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml has no FROM_CACHE_$(DATA) and REPORT_$(DATA) lines in the Makefile)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed

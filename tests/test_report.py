@@ -182,10 +182,21 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     )
     assert p.returncode != 0
     assert (
-        "DATA=typo is not a shipped data set: use published, cpu, gpu, gpu-paired, gpu-auto, gpu-8b-auto, "
-        "gpu-8b-auto-skip, gpu-8b-auto-runner, gpu-8b-auto-deferred, gpu-auto-long or gpu-auto-pair" in p.stderr
+        "DATA=typo is not a shipped data set (no config/cache/typo.yaml): use one of cpu gpu gpu-8b-auto "
+        "gpu-8b-auto-deferred gpu-8b-auto-runner gpu-8b-auto-skip gpu-auto gpu-auto-long gpu-auto-pair gpu-paired "
+        "published" in p.stderr
     )
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10
+
+
+def test_every_cached_data_set_has_its_make_lines():
+    """A config/cache/<name>.yaml is a shipped data set (make's DATA_SETS): it needs FROM_CACHE_<name> and
+    REPORT_<name>, or `make from-cache DATA=<name>` stops with the Makefile's second error."""
+    makefile = (ROOT / "Makefile").read_text()
+    names = sorted(f.stem for f in (ROOT / "config" / "cache").glob("*.yaml"))
+    assert {"published", "cpu", "gpu-auto-pair"} <= set(names)
+    missing = [f"{var}_{n}" for n in names for var in ("FROM_CACHE", "REPORT") if f"\n{var}_{n} := " not in makefile]
+    assert missing == []
 
 
 @pytest.mark.parametrize(
