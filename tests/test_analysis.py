@@ -1,11 +1,15 @@
 """Step cost (K-bar vs R), ours vs published, advice: hand-computed values."""
 
 import shlex
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
-from kpadstudy import advice, compare, confirm, runs, stepcost, tables
+from kpadstudy import advice, compare, confirm, runs, stepcost, summary, tables
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cell(cfg, method, k, tok, mad=0.0, tpot=10.0, kbar=1.0, corpus="mix", model="M", device="cuda", statuses="ok:3"):
@@ -316,6 +320,68 @@ def test_recommend_follows_the_paired_repeats_over_medians_of_another_phase():
 def test_recommend_keeps_the_name_of_a_named_kpad_entry():
     cells = pd.DataFrame([cell("van", "van", 0, 100.0), cell("x4", "kpad", 4, 150.0)])
     assert advice.recommend(cells).iloc[0]["recommended"] == "x4"
+
+
+def test_recommend_never_picks_a_control_and_names_it():
+    """vansync (van with async scheduling off) is the fastest here, but it is a control (control: true): the
+    recommendation is the fastest of the rest, and the reason says what was left out."""
+    cells = pd.DataFrame(
+        [
+            cell("van", "van", 0, 100.0),
+            cell("vansync", "van", 0, 130.0),
+            cell("vansyncv1", "van", 0, 125.0),
+            cell("kpadauto12", "kpadauto", 12, 120.0),
+        ]
+    )
+    r = advice.recommend(cells, controls=["vansync", "vansyncv1", "absent"]).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["ratio"]) == ("kpadauto12", "van", pytest.approx(1.2))
+    assert r["reason"] == (
+        "kpadauto12: 1.20x van by point estimate (medians of 3 and 3 repeats, not paired); medians kpadauto12 "
+        "120.0, van 100.0 tok/s; vansync, vansyncv1 left out as controls (control: true in the config: measured, "
+        "not a way to serve); the controls vansync 130.0, vansyncv1 125.0 tok/s ran faster than kpadauto12: measure "
+        "what they control for (e.g. van with its defaults) before serving"
+    )
+    assert r["faster_controls"] == "vansync, vansyncv1"
+    lines = summary.summary_text(advice.recommend(cells, controls=["vansync", "vansyncv1"]), cells).splitlines()
+    assert lines[2] == (
+        "- M / mix (sweep): serve kpadauto12; 1.20x (medians, no run records) over van; no suf number to compare "
+        "with; flags: slower than controls (vansync, vansyncv1)"
+    )
+    # a recommendation outside the K sweep, van and suf: its own median over van's, 125 / 100 (the summary took
+    # the runner-up's median, kpadauto12's 120, before)
+    lines = summary.summary_text(advice.recommend(cells, controls=["vansync"]), cells).splitlines()
+    assert lines[2] == (
+        "- M / mix (sweep): serve vansyncv1; 1.25x (medians, no run records) over van; no suf number to compare "
+        "with; flags: slower than controls (vansync)"
+    )
+    assert advice.recommend(cells).iloc[0]["recommended"] == "vansync"  # without the flag it is a candidate
+    only = advice.recommend(cells[cells["configuration"] == "vansync"], controls=["vansync"]).iloc[0]
+    assert (only["recommended"], only["reason"]) == (
+        "",
+        "no configuration but controls has a valid run; vansync left out as control (control: true in the config: "
+        "measured, not a way to serve)",
+    )
+
+
+def test_the_only_candidate_is_compared_with_the_fastest_control_within_repeats():
+    cells = pd.DataFrame([cell("kpadauto12", "kpadauto", 12, 120.0), cell("vansync", "van", 0, 128.0)])
+    tok = _runs({"kpadauto12": [120.0, 118.0, 125.0], "vansync": [130.0, 126.0, 128.0]})
+    r = advice.recommend(cells, run_table=tok, controls=["vansync"]).iloc[0]
+    # by hand: ratios 120/130, 118/126, 125/128; geometric mean 0.945, t(2) = 4.303 on the logs: 0.879-1.016
+    assert r["reason"] == (
+        "kpadauto12 is the only candidate with a valid median (kpadauto12 120.0 tok/s): the cell has no valid van, "
+        "suf or other configuration outside the K sweep to compare it with but controls; against the fastest "
+        "control, kpadauto12 / vansync: 0.95x (0.88-1.02, 95% CI), 0 of 3 repeats favour kpadauto12; vansync left "
+        "out as control (control: true in the config: measured, not a way to serve); the control vansync 128.0 "
+        "tok/s ran faster than kpadauto12: measure what it controls for (e.g. van with its defaults) before serving"
+    )
+
+
+def test_controls_are_the_entries_marked_so():
+    cfg = yaml.safe_load((ROOT / "config" / "gpu-8b-auto-runner.yaml").read_text())
+    assert runs.controls(cfg) == ["vansync", "vansyncv1"]
+    assert [c.control for c in runs.configurations(cfg)] == [True, False, True]
+    assert runs.controls(yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())) == []
 
 
 def test_a_confirmed_cell_whose_confirmation_failed_says_so():

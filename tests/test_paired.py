@@ -163,6 +163,13 @@ def test_a_named_variant_is_compared_with_the_default_entry_of_its_method_and_k(
     assert paired.comparisons(
         ["van", "suf", "trident"], {"van": "van", "suf": "suf", "trident": "suf"}, {"van": 0, "suf": 32, "trident": 32}
     ) == [("trident", "suf"), ("suf", "van"), ("trident", "van")]
+    # no plain van: the later van variant over the first one (the runner's share: vansyncv1 / vansync)
+    names = ["vansync", "kpadauto12", "vansyncv1"]
+    assert paired.comparisons(
+        names,
+        {"vansync": "van", "kpadauto12": "kpadauto", "vansyncv1": "van"},
+        dict.fromkeys(names, 0) | {"kpadauto12": 12},
+    ) == [("kpadauto12", "vansync"), ("kpadauto12", "vansyncv1"), ("vansyncv1", "vansync")]
 
 
 def test_confirmation_vs_sweep_is_a_ratio_of_within_repeat_ratios_that_drift_does_not_move():

@@ -187,6 +187,7 @@ def test_describe_flattens_configuration():
         "capture_sizing": True,
         "lengths": "",
         "env": "{}",
+        "control": False,
     }
     json.dumps(d)
 

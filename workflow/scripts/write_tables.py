@@ -10,6 +10,7 @@ import pandas as pd
 from _rule import setup_logging
 from kpadstudy import advice, compare, paired, reference, stepcost, summary, tables
 from kpadstudy import report as kreport
+from kpadstudy import runs as kruns
 
 STEP_COST_HEADER = """# K-bar > R: tokens per request-step against the step-cost ratio
 
@@ -102,7 +103,7 @@ def write_recommendations(
     (the run records: results/runs.parquet, and results/confirm/runs.parquet with a confirmation) is given."""
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
     run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
-    recs = advice.recommend(tables.read_cells(cells_path), within_best, run_table)
+    recs = advice.recommend(tables.read_cells(cells_path), within_best, run_table, kruns.controls(config))
     Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
     return recs
 
@@ -114,12 +115,15 @@ def write_summary(
     out_md: str,
     where: dict[str, str],
     title: str = "K-pad study: summary",
+    controls: list[str] | tuple[str, ...] = (),
 ) -> str:
-    """The study's summary (:func:`kpadstudy.summary.summary_text`) into ``out_md``; returns the text."""
+    """The study's summary (:func:`kpadstudy.summary.summary_text`) into ``out_md``; returns the text.
+    ``controls``: configuration names never recommended (:func:`kpadstudy.runs.controls`)."""
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
     run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
     cells = tables.read_cells(cells_path)
-    text = summary.summary_text(advice.recommend(cells, within_best, run_table), cells, run_table, where, title)
+    recs = advice.recommend(cells, within_best, run_table, controls)
+    text = summary.summary_text(recs, cells, run_table, where, title)
     Path(out_md).write_text(text)
     return text
 
@@ -282,6 +286,7 @@ if "snakemake" in globals():
                 "tables": "results/ (cells, runs, paired, drift, step_cost, ours_vs_published)",
                 "report": "snakemake --report results/report.html",
             },
+            controls=kruns.controls(sm.config),
         )
     elif sm.rule == "tables_from_cache":
         if not reference.is_published(pd.read_parquet(sm.input.cells)):
@@ -310,6 +315,7 @@ if "snakemake" in globals():
             },
             title=f"Summary of {sm.input.cells}"
             + (f" ({sm.config['cache']['note']})" if sm.config["cache"]["note"] else ""),
+            controls=kruns.controls(sm.config),
         )
     elif sm.rule == "report_from_cache":
         write_report_pages(

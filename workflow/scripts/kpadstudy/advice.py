@@ -12,12 +12,15 @@ repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf
 holds 1 (where the paired ratio is below 1, the runner-up is recommended instead: the same repeats outrank
 medians taken at other times); with 1 or 2 repeats it is a point estimate labelled "single measurement" or
 "n = 2". Without run records (published cells) it is the ratio of medians, labelled by how many repeats each median has.
-A best K at the edge of the swept range says so.
+A best K at the edge of the swept range says so. Configurations marked ``control: true`` in the config (e.g.
+vansync, van with async scheduling off: a control for the speculative runs, not a way to serve) are never
+candidates; the reason names them.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -88,6 +91,17 @@ def _swapped(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _against(win: pd.Series, other: pd.Series, cell_runs: pd.DataFrame | None, phase: str) -> str:
+    """``win`` over ``other`` in words, either way round: ``"kpadauto12 / vansync: 1.01x (0.96-1.06, 95% CI), 4 of 5
+    repeats favour kpadauto12"`` (paired, :func:`kpadstudy.paired.describe`) or ``"kpadauto12 / vansync: 0.96x
+    (medians of 3 and 3 repeats, not paired)"``."""
+    c = _comparison(win, other, cell_runs, phase)
+    a, b = win["configuration"], other["configuration"]
+    if c["basis_ratio"] == "paired":
+        return paired.describe({**c, "numerator": a, "denominator": b})
+    return f"{a} / {b}: {c['ratio']:.2f}x ({c['label']})"
+
+
 def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
     """``(clear, words)`` of winner ``a`` over runner-up ``b``."""
     if c["ci_low"] is not None:
@@ -101,7 +115,10 @@ def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
 
 
 def recommend(
-    cells: pd.DataFrame, within_best: float = WITHIN_BEST, run_table: pd.DataFrame | None = None
+    cells: pd.DataFrame,
+    within_best: float = WITHIN_BEST,
+    run_table: pd.DataFrame | None = None,
+    controls: Collection[str] = (),
 ) -> pd.DataFrame:
     """One recommendation per (model, corpus).
 
@@ -109,23 +126,34 @@ def recommend(
         cells: a cells table (:func:`kpadstudy.tables.cells` or :func:`kpadstudy.reference.published_cells`).
         within_best: tolerance as a fraction of the best kpad median (0.01 = 1%).
         run_table: the run records (``results/runs.parquet``) for paired comparisons; None = medians only.
+        controls: configuration names that are never candidates (``control: true`` in the config,
+            :func:`kpadstudy.runs.controls`); a cell's reason names those it left out.
 
     Returns:
         Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``van``, ``suf``),
         ``method, k, basis`` ("confirmation", "separate measurement" or "K-sweep": where the kpad candidate's
         number comes from), ``phase`` (of every number of the row: sweep or confirm),
         ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
-        ``van_tok_s``, ``suf_tok_s``, ``runner_up``, ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
+        ``van_tok_s``, ``suf_tok_s``, ``recommended_tok_s`` (the recommendation's median), ``runner_up``,
+        ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
         ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
-        False: it holds 1; None: no interval), ``reason`` (one sentence with the numbers). A cell with no
-        valid median gets ``recommended`` "" and a reason saying so.
+        False: it holds 1; None: no interval), ``faster_controls`` (the controls whose median beat the
+        recommendation's, fastest first, comma-separated; "" when none), ``reason`` (one sentence with the
+        numbers). A cell with no valid median gets ``recommended`` "" and a reason saying so.
     """
     out = []
     for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True):
         phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
         valid = g[g["output_tok_s_median"].notna()]
         cand, basis = _best_kpad(valid, within_best, phase)
-        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
+
+        def median(name: str, valid=valid) -> float:
+            v = valid[valid["configuration"] == name]["output_tok_s_median"]
+            return float(v.iloc[0]) if len(v) else float("nan")
+
+        left_out = sorted(set(valid["configuration"]) & set(controls))
+        control_tok = {c: median(c) for c in left_out}
+        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"]) & ~valid["configuration"].isin(controls)]
         pool = [r for _, r in others.iterrows()]
         if cand is not None:
             cand = cand.copy()
@@ -133,10 +161,6 @@ def recommend(
                 cand["configuration"] = f"kpad{int(cand['k'])}"
             pool.append(cand)
         pool.sort(key=lambda r: -float(r["output_tok_s_median"]))
-
-        def median(name: str, valid=valid) -> float:
-            v = valid[valid["configuration"] == name]["output_tok_s_median"]
-            return float(v.iloc[0]) if len(v) else float("nan")
 
         row: dict[str, Any] = {
             "model": model,
@@ -148,6 +172,7 @@ def recommend(
             "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
             "van_tok_s": median("van"),
             "suf_tok_s": median("suf"),
+            "recommended_tok_s": float("nan"),
             "runner_up": "",
             "runner_up_tok_s": float("nan"),
             "ratio": float("nan"),
@@ -155,32 +180,52 @@ def recommend(
             "ci_high": None,
             "n": 0,
             "clear": None,
+            "faster_controls": "",
         }
+        not_candidates = (
+            f"; {', '.join(left_out)} left out as control{'s' if len(left_out) > 1 else ''} (control: true in the "
+            "config: measured, not a way to serve)"
+            if left_out
+            else ""
+        )
         if not pool:
-            row.update(recommended="", method="", k=pd.NA, reason="no configuration has a valid run")
+            why = "no configuration but controls has a valid run" if left_out else "no configuration has a valid run"
+            row.update(recommended="", method="", k=pd.NA, reason=why + not_candidates)
             out.append(row)
             continue
         win = pool[0]
         method = "kpad" if win["method"] == "bestkpad" else win["method"]
-        row.update(recommended=win["configuration"], method=method, k=int(win["k"]) if pd.notna(win["k"]) else pd.NA)
+        row.update(
+            recommended=win["configuration"],
+            recommended_tok_s=float(win["output_tok_s_median"]),
+            method=method,
+            k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
+        )
         listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
+        cell_runs = None
+        if run_table is not None and len(run_table):
+            cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
         if len(pool) == 1:
             reason = (
                 f"{win['configuration']} is the only candidate with a valid median ({listed} tok/s): the cell has"
                 " no valid van, suf or other configuration outside the K sweep to compare it with"
             )
+            if left_out:  # the fastest control is the one comparison left
+                fastest = max(left_out, key=control_tok.get)
+                ctrl = valid[valid["configuration"] == fastest].iloc[0]
+                reason += f" but controls; against the fastest control, {_against(win, ctrl, cell_runs, phase)}"
         else:
             runner = pool[1]
-            cell_runs = None
-            if run_table is not None and len(run_table):
-                cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
             c = _comparison(win, runner, cell_runs, phase)
             if c["basis_ratio"] == "paired" and c["ratio"] < 1:
                 # within the same repeats the runner-up wins: that beats medians of other times (or phases)
                 win, runner, c = runner, win, _swapped(c)
                 method = "kpad" if win["method"] == "bestkpad" else win["method"]
                 row.update(
-                    recommended=win["configuration"], method=method, k=int(win["k"]) if pd.notna(win["k"]) else pd.NA
+                    recommended=win["configuration"],
+                    recommended_tok_s=float(win["output_tok_s_median"]),
+                    method=method,
+                    k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
                 )
             clear, words = _verdict(win["configuration"], runner["configuration"], c)
             row.update(
@@ -198,7 +243,18 @@ def recommend(
         swept = sorted(int(k) for k in sweep[sweep["method"] == "kpad"]["k"])
         if method == "kpad" and len(swept) > 1 and row["k"] in (swept[0], swept[-1]):
             reason += f"; K={row['k']} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
-        row["reason"] = reason
+        faster = sorted(
+            (c for c, v in control_tok.items() if v > float(win["output_tok_s_median"])), key=control_tok.get
+        )
+        if faster:
+            row["faster_controls"] = ", ".join(reversed(faster))
+            listed_controls = ", ".join(f"{c} {control_tok[c]:,.1f}" for c in reversed(faster))
+            not_candidates += (
+                f"; the control{'s' if len(faster) > 1 else ''} {listed_controls} tok/s ran faster than "
+                f"{win['configuration']}: measure what {'they control' if len(faster) > 1 else 'it controls'} for "
+                "(e.g. van with its defaults) before serving"
+            )
+        row["reason"] = reason + not_candidates
         out.append(row)
     return pd.DataFrame(out)
 
@@ -271,7 +327,8 @@ def to_markdown(
         "",
         f"Rule: the candidates are the best kpad K (the smallest within {100 * within_best:g}% of the best kpad "
         "median output tok/s; in a confirmed cell the better of its confirmed best and second-best K) and every "
-        "configuration outside the K sweep (van, suf, ngram, ...); the highest median is recommended and compared "
+        "configuration outside the K sweep (van, suf, ngram, ...) but controls (control: true in the config); the "
+        "highest median is recommended and compared "
         "with the runner-up: within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else "
         "by the medians. Every number of a cell comes from one phase: its confirmation where it has one, else "
         "its sweep.",

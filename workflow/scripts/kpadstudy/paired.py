@@ -74,8 +74,10 @@ def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str
     kpad K over nopad K (equal K; the core result), kpadauto over every kpad K (its target: the best fixed K)
     and over every van variant (``vansync``: van with async scheduling off, as vLLM runs suffix decoding),
     every named variant over the default entry of its method and K (``kpad16nosize`` over ``kpad16``;
-    ``trident``, a suf variant, is covered by the next), then every configuration over ``van`` and every
-    speculative configuration over ``suf`` (where those are present), in the order given; no pair twice.
+    ``trident``, a suf variant, is covered by the next) or, without that entry, over the first-listed entry of
+    its method and K (``vansyncv1`` over ``vansync`` where no plain van ran), then every configuration over
+    ``van`` and every speculative configuration over ``suf`` (where those are present), in the order given;
+    no pair twice.
     """
     out: list[tuple[str, str]] = []
     for c in configurations:
@@ -90,7 +92,10 @@ def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str
             default = methods[c]
         else:
             default = f"{methods[c]}{int(ks[c])}"
-        if c != default and default in configurations and methods[default] == methods[c] and ks[default] == ks[c]:
+        if not (default in configurations and methods[default] == methods[c] and ks[default] == ks[c]):
+            same = [o for o in configurations if methods[o] == methods[c] and (ks[o] == ks[c] or o == c)]
+            default = same[0]  # c itself when it is the first of its method and K
+        if c != default:
             out.append((c, default))
     if "van" in configurations:
         out += [(c, "van") for c in configurations if c != "van"]

@@ -70,6 +70,9 @@ class Configuration:
         env: more server environment variables of this configuration, on top of config ``server.env`` (e.g.
             ``VLLM_USE_V2_MODEL_RUNNER: "0"``, ``KPAD_AUTO_SKIP_SPECULATION: "0"``); never one of
             :data:`RESERVED_ENV`.
+        control: a measurement control, not a way to serve (e.g. van with async scheduling off, as vLLM runs
+            suffix decoding): measured and compared like any configuration, never recommended
+            (:func:`kpadstudy.advice.recommend`). The server does not see it.
     """
 
     name: str
@@ -83,6 +86,7 @@ class Configuration:
     capture_sizing: bool = True
     lengths: tuple[int, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    control: bool = False
 
     @property
     def speculative(self) -> bool:
@@ -100,7 +104,7 @@ def configurations(config: dict[str, Any]) -> list[Configuration]:
     Two forms (``config/schema.yaml``):
 
     * the list of named entries: ``{name?, method, k?, enabled?, cudagraph_mode?, gpu_memory_utilization?,
-      speculative?, server_args?, env?, capture_sizing?, lengths?}``, in the order given (``env``:
+      speculative?, server_args?, env?, capture_sizing?, lengths?, control?}``, in the order given (``env``:
       :func:`entry_env`; ``lengths``: kpadauto only, :func:`auto_lengths`). ``k`` may be a list: one
       configuration per K.
       Default names: ``van`` and ``suf`` for a single entry of those methods, else ``<method><k>``; a given
@@ -241,9 +245,16 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
                 capture_sizing=bool(entry.get("capture_sizing", server.get("capture_sizing", True))),
                 lengths=lengths,
                 env=env,
+                control=bool(entry.get("control", False)),
             )
         )
     return out
+
+
+def controls(config: dict[str, Any]) -> list[str]:
+    """Names of the configurations of ``config`` marked ``control: true``, in run order (the advice leaves them
+    out). Raises as :func:`configurations`."""
+    return [c.name for c in configurations(config) if c.control]
 
 
 def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, str]:

@@ -40,9 +40,7 @@ def cell_ratio(rec: pd.Series, other: str, pairs: pd.DataFrame | None) -> tuple[
                     hi = None if r["ci_low"] is None or pd.isna(r["ci_low"]) else 1 / r["ci_low"]
                     return 1 / r["ratio"], lo, hi, int(r["n"]), "paired"
                 return float(r["ratio"]), r["ci_low"], r["ci_high"], int(r["n"]), "paired"
-    ours = rec.get("candidate_tok_s") if rec.get("candidate") == name else None
-    if ours is None or pd.isna(ours):
-        ours = {"van": rec.get("van_tok_s"), "suf": rec.get("suf_tok_s")}.get(name, rec.get("runner_up_tok_s"))
+    ours = rec.get("recommended_tok_s")
     theirs = rec.get(f"{other}_tok_s")
     if ours is None or theirs is None or pd.isna(ours) or pd.isna(theirs) or not theirs:
         return None, None, None, 0, "medians"
@@ -62,8 +60,11 @@ def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: in
     whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off their first in a phase, or whose
     confirmation median is that far off their sweep median), ``graph lost (kpad16)``, ``noisy (van)`` (cells
     ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``single
-    measurement`` / ``n = 2`` (paired repeats behind the advice)."""
+    measurement`` / ``n = 2`` (paired repeats behind the advice), ``slower than controls (vansyncv1, vansync)``
+    (:func:`kpadstudy.advice.recommend`'s ``faster_controls``)."""
     out = []
+    if rec.get("faster_controls"):
+        out.append(f"slower than controls ({rec['faster_controls']})")
     key = (cells["model"] == rec["model"]) & (cells["corpus"] == rec["corpus"])
     if drift is not None and len(drift):
         d = drift[(drift["model"] == rec["model"]) & (drift["corpus"] == rec["corpus"]) & drift["drifting"]]
