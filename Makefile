@@ -142,11 +142,17 @@ REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
+ifneq ($(words $(DATA)),1)
+$(error DATA='$(DATA)' names $(words $(DATA)) data sets: give one of $(DATA_SETS))
+endif
 ifeq ($(filter $(DATA),$(DATA_SETS)),)
 $(error DATA=$(DATA) is not a shipped data set (no config/cache/$(DATA).yaml): use one of $(DATA_SETS))
 endif
-ifeq ($(FROM_CACHE_$(DATA))$(REPORT_$(DATA)),)
-$(error DATA=$(DATA): config/cache/$(DATA).yaml has no FROM_CACHE_$(DATA) and REPORT_$(DATA) lines in the Makefile)
+ifeq ($(FROM_CACHE_$(DATA)),)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml has no FROM_CACHE_$(DATA) line in the Makefile: add one)
+endif
+ifeq ($(REPORT_$(DATA)),)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml has no REPORT_$(DATA) line in the Makefile: add one)
 endif
 endif
 from-cache: $(RESULTS_VENV)/.installed

@@ -189,6 +189,28 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10
 
 
+def test_make_from_cache_names_the_missing_make_line_and_a_bad_data_value(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "config" / "cache").mkdir(parents=True)
+    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache: {}\n")
+
+    def make(*args):
+        p = subprocess.run(
+            ["make", "-n", "from-cache", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert p.returncode != 0
+        return p.stderr
+
+    assert "DATA=newset: config/cache/newset.yaml has no FROM_CACHE_newset line in the Makefile: add one" in make(
+        "DATA=newset"
+    )
+    assert "DATA=newset: config/cache/newset.yaml has no REPORT_newset line in the Makefile: add one" in make(
+        "DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml"
+    )
+    assert "DATA='' names 0 data sets: give one of newset" in make("DATA=")
+    assert "DATA='newset newset' names 2 data sets: give one of newset" in make("DATA=newset newset")
+
+
 def test_every_cached_data_set_has_its_make_lines():
     """A config/cache/<name>.yaml is a shipped data set (make's DATA_SETS): it needs FROM_CACHE_<name> and
     REPORT_<name>, or `make from-cache DATA=<name>` stops with the Makefile's second error."""

@@ -5,18 +5,18 @@ import json
 import logging
 
 from _rule import setup_logging
-from kpadstudy import confirm, tables
+from kpadstudy import confirm, runs, tables
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
-runs = tables.read_runs(sm.input)
-best = confirm.pick_best_k(tables.cells(runs), sm.params.repeats)
+records = tables.read_runs(sm.input)
+best = confirm.pick_best_k(tables.cells(records), sm.params.repeats, runs.controls(sm.config))
 with open(sm.output[0], "w") as f:
     json.dump(best, f, indent=1)
 logging.getLogger("best_k").info(
     "%s/%s: %d sweep runs; to confirm: %s",
     sm.wildcards.model,
     sm.wildcards.corpus,
-    len(runs),
+    len(records),
     [(c["best_k"], c["second_k"]) for c in best["cells"]] or "nothing (no valid kpad run)",
 )

@@ -91,12 +91,10 @@ def _swapped(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _against(win: pd.Series, other: pd.Series, cell_runs: pd.DataFrame | None, phase: str) -> str:
-    """``win`` over ``other`` in words, either way round: ``"kpadauto12 / vansync: 1.01x (0.96-1.06, 95% CI), 4 of 5
-    repeats favour kpadauto12"`` (paired, :func:`kpadstudy.paired.describe`) or ``"kpadauto12 / vansync: 0.96x
-    (medians of 3 and 3 repeats, not paired)"``."""
-    c = _comparison(win, other, cell_runs, phase)
-    a, b = win["configuration"], other["configuration"]
+def _against_words(a: str, b: str, c: dict[str, Any]) -> str:
+    """:func:`_comparison` ``c`` of ``a`` over ``b`` in words, either way round: ``"kpadauto12 / vansync: 1.01x
+    (0.96-1.06, 95% CI), 4 of 5 repeats favour kpadauto12"`` (paired, :func:`kpadstudy.paired.describe`) or
+    ``"kpadauto12 / vansync: 0.96x (medians of 3 and 3 repeats, not paired)"``."""
     if c["basis_ratio"] == "paired":
         return paired.describe({**c, "numerator": a, "denominator": b})
     return f"{a} / {b}: {c['ratio']:.2f}x ({c['label']})"
@@ -137,23 +135,26 @@ def recommend(
         ``van_tok_s``, ``suf_tok_s``, ``recommended_tok_s`` (the recommendation's median), ``runner_up``,
         ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
         ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
-        False: it holds 1; None: no interval), ``faster_controls`` (the controls whose median beat the
-        recommendation's, fastest first, comma-separated; "" when none), ``reason`` (one sentence with the
-        numbers). A cell with no valid median gets ``recommended`` "" and a reason saying so.
+        False: it holds 1; None: no interval), ``faster_controls`` (the controls that beat the recommendation:
+        within repeats where both ran, else by medians; fastest first, comma-separated; "" when none),
+        ``reason`` (one sentence with the numbers). A cell with no valid median gets ``recommended`` "" and a
+        reason saying so.
     """
     out = []
     for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True):
         phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
-        valid = g[g["output_tok_s_median"].notna()]
+        every_valid = g[g["output_tok_s_median"].notna()]
+        is_control = every_valid["configuration"].isin(controls)
+        control_rows = every_valid[is_control]
+        valid = every_valid[~is_control]  # the candidates' rows: a control is never one, of any method
+        left_out = sorted(control_rows["configuration"])
         cand, basis = _best_kpad(valid, within_best, phase)
 
         def median(name: str, valid=valid) -> float:
             v = valid[valid["configuration"] == name]["output_tok_s_median"]
             return float(v.iloc[0]) if len(v) else float("nan")
 
-        left_out = sorted(set(valid["configuration"]) & set(controls))
-        control_tok = {c: median(c) for c in left_out}
-        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"]) & ~valid["configuration"].isin(controls)]
+        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
         pool = [r for _, r in others.iterrows()]
         if cand is not None:
             cand = cand.copy()
@@ -189,7 +190,11 @@ def recommend(
             else ""
         )
         if not pool:
-            why = "no configuration but controls has a valid run" if left_out else "no configuration has a valid run"
+            why = (
+                "no configuration other than controls has a valid run"
+                if left_out
+                else "no configuration has a valid run"
+            )
             row.update(recommended="", method="", k=pd.NA, reason=why + not_candidates)
             out.append(row)
             continue
@@ -210,10 +215,6 @@ def recommend(
                 f"{win['configuration']} is the only candidate with a valid median ({listed} tok/s): the cell has"
                 " no valid van, suf or other configuration outside the K sweep to compare it with"
             )
-            if left_out:  # the fastest control is the one comparison left
-                fastest = max(left_out, key=control_tok.get)
-                ctrl = valid[valid["configuration"] == fastest].iloc[0]
-                reason += f" but controls; against the fastest control, {_against(win, ctrl, cell_runs, phase)}"
         else:
             runner = pool[1]
             c = _comparison(win, runner, cell_runs, phase)
@@ -239,20 +240,33 @@ def recommend(
             )
             reason = f"{words}; medians {listed} tok/s"
         sweep = tables.sweep_rows(cells)
-        sweep = sweep[(sweep["model"] == model) & (sweep["corpus"] == corpus) & sweep["output_tok_s_median"].notna()]
+        sweep = sweep[
+            (sweep["model"] == model)
+            & (sweep["corpus"] == corpus)
+            & sweep["output_tok_s_median"].notna()
+            & ~sweep["configuration"].isin(controls)
+        ]
         swept = sorted(int(k) for k in sweep[sweep["method"] == "kpad"]["k"])
         if method == "kpad" and len(swept) > 1 and row["k"] in (swept[0], swept[-1]):
             reason += f"; K={row['k']} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
-        faster = sorted(
-            (c for c, v in control_tok.items() if v > float(win["output_tok_s_median"])), key=control_tok.get
-        )
+        # each control against the recommendation: within repeats where both ran, else by medians
+        against = {str(r["configuration"]): _comparison(win, r, cell_runs, phase) for _, r in control_rows.iterrows()}
+        faster = sorted((c for c, cmp in against.items() if cmp["ratio"] < 1), key=lambda c: against[c]["ratio"])
+        stated = ""
+        if len(pool) == 1 and against:  # the one comparison left: the control closest to (or above) it
+            stated = min(against, key=lambda c: against[c]["ratio"])
+            reason += (
+                f" other than controls; against the fastest control, "
+                f"{_against_words(win['configuration'], stated, against[stated])}"
+            )
         if faster:
-            row["faster_controls"] = ", ".join(reversed(faster))
-            listed_controls = ", ".join(f"{c} {control_tok[c]:,.1f}" for c in reversed(faster))
+            row["faster_controls"] = ", ".join(faster)
+            several = len(faster) > 1
+            words = [_against_words(win["configuration"], c, against[c]) for c in faster if c != stated]
             not_candidates += (
-                f"; the control{'s' if len(faster) > 1 else ''} {listed_controls} tok/s ran faster than "
-                f"{win['configuration']}: measure what {'they control' if len(faster) > 1 else 'it controls'} for "
-                "(e.g. van with its defaults) before serving"
+                f"; {win['configuration']} ran slower than control{'s' if several else ''} {', '.join(faster)}"
+                + (f" ({'; '.join(words)})" if words else "")
+                + f": measure what {'they control' if several else 'it controls'} for before serving"
             )
         row["reason"] = reason + not_candidates
         out.append(row)

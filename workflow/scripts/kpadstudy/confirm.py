@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -19,13 +20,14 @@ import pandas as pd
 from . import runs, tables
 
 
-def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
+def pick_best_k(cells: pd.DataFrame, repeats: int, controls: Collection[str] = ()) -> dict[str, Any]:
     """The content of a cell's ``results/confirm/{model}/{corpus}/best_k.json``: the sweep's best and
     second-best kpad configurations.
 
     Args:
         cells: the sweep's cells table (:func:`kpadstudy.tables.cells`), of one cell or several.
         repeats: confirmation repeats per configuration.
+        controls: configuration names never picked (``control: true``, :func:`kpadstudy.runs.controls`).
 
     Returns:
         ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "best", "sweep_best_tok_s", "second_k",
@@ -35,7 +37,7 @@ def pick_best_k(cells: pd.DataFrame, repeats: int) -> dict[str, Any]:
         cudagraphs, or without a K, are never picked; a cell without any valid kpad median is left out.
     """
     rows = []
-    for (model, corpus), group in cells.groupby(["model", "corpus"], sort=True):
+    for (model, corpus), group in cells[~cells["configuration"].isin(controls)].groupby(["model", "corpus"], sort=True):
         kp, _ = tables.ranked_kpad(group)
         if not len(kp):
             continue

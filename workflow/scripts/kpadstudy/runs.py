@@ -252,9 +252,10 @@ def _expand(entry: dict[str, Any], server: dict[str, Any], where: str) -> list[C
 
 
 def controls(config: dict[str, Any]) -> list[str]:
-    """Names of the configurations of ``config`` marked ``control: true``, in run order (the advice leaves them
-    out). Raises as :func:`configurations`."""
-    return [c.name for c in configurations(config) if c.control]
+    """Names of the configurations of ``config`` marked ``control: true``, switched off ones (``enabled: false``)
+    included, so cached runs of a control stay one: enabled ones first, in run order. The advice and the
+    confirmation's choice of K leave them out. Raises as :func:`configurations`."""
+    return [c.name for c in [*configurations(config), *disabled_configurations(config)] if c.control]
 
 
 def entry_env(env: dict[str, Any] | None, method: str, where: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The study's summary, printed at the end of every study and by ``snakemake from_cache``: per cell the advised
 configuration, its ratio over van and over suf (within repeats, with the interval and n of
 :mod:`kpadstudy.paired`; from medians where no run records exist, e.g. the published study), the flags that
-qualify it (drift, graph lost, noisy, single measurement / n = 2), and where the files went.
+qualify it (drift, graph lost, noisy, no valid run, single measurement / n = 2, slower than controls), and where
+the files went.
 """
 
 from __future__ import annotations
