@@ -96,35 +96,33 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
     return t
 
 
-def write_recommendations(
-    cells_path: str, config: dict, within_best: float, out_md: str, runs_path: str | list[str] | None = None
-) -> pd.DataFrame:
-    """results/recommendations.md (:mod:`kpadstudy.advice`); paired against the runner-up when ``runs_path``
-    (the run records: results/runs.parquet, and results/confirm/runs.parquet with a confirmation) is given."""
+def _read_run_tables(runs_path: str | list[str] | None) -> pd.DataFrame | None:
+    """The run records of ``runs_path`` (one path or several: results/runs.parquet, and results/confirm/runs.parquet
+    with a confirmation) as one table; None without a path."""
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
-    run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
-    recs = advice.recommend(tables.read_cells(cells_path), within_best, run_table, kruns.controls(config))
-    Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
-    return recs
+    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
 
 
-def write_summary(
+def write_recommendations_and_summary(
     cells_path: str,
+    config: dict,
     within_best: float,
     runs_path: str | list[str] | None,
     out_md: str,
+    summary_md: str,
     where: dict[str, str],
     title: str = "K-pad study: summary",
-    controls: list[str] | tuple[str, ...] = (),
 ) -> str:
-    """The study's summary (:func:`kpadstudy.summary.summary_text`) into ``out_md``; returns the text.
-    ``controls``: configuration names never recommended (:func:`kpadstudy.runs.controls`)."""
-    paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
-    run_table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
+    """results/recommendations.md (:mod:`kpadstudy.advice`: paired against the runner-up when ``runs_path`` is
+    given; the config's controls, :func:`kpadstudy.runs.controls`, never recommended) and, from the same
+    recommendations, the study's summary (:func:`kpadstudy.summary.summary_text`) into ``summary_md``; returns
+    the summary's text."""
+    run_table = _read_run_tables(runs_path)
     cells = tables.read_cells(cells_path)
-    recs = advice.recommend(cells, within_best, run_table, controls)
+    recs = advice.recommend(cells, within_best, run_table, kruns.controls(config))
+    Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
     text = summary.summary_text(recs, cells, run_table, where, title)
-    Path(out_md).write_text(text)
+    Path(summary_md).write_text(text)
     return text
 
 
@@ -274,11 +272,12 @@ if "snakemake" in globals():
     elif sm.rule == "step_cost":
         write_step_cost(sm.input.runs, sm.input.cells, sm.output.parquet, sm.output.md)
     elif sm.rule == "recommendations":
-        write_recommendations(sm.input.cells, sm.config, sm.params.within_best, sm.output.md, sm.input.runs)
-        write_summary(
+        write_recommendations_and_summary(
             sm.input.cells,
+            sm.config,
             sm.params.within_best,
             sm.input.runs,
+            sm.output.md,
             sm.output.summary,
             {
                 "figures": "figures/",
@@ -286,7 +285,6 @@ if "snakemake" in globals():
                 "tables": "results/ (cells, runs, paired, drift, step_cost, ours_vs_published)",
                 "report": "snakemake --report results/report.html",
             },
-            controls=kruns.controls(sm.config),
         )
     elif sm.rule == "tables_from_cache":
         if not reference.is_published(pd.read_parquet(sm.input.cells)):
@@ -297,13 +295,12 @@ if "snakemake" in globals():
             )
             tables.write_table(pd.DataFrame(), sm.output.comparison)
         write_step_cost(sm.input.get("runs"), sm.input.cells, sm.output.step_cost, sm.output.step_cost_md)
-        write_recommendations(
-            sm.input.cells, sm.config, sm.params.within_best, sm.output.recommendations, sm.input.get("runs")
-        )
-        write_summary(
+        write_recommendations_and_summary(
             sm.input.cells,
+            sm.config,
             sm.params.within_best,
             sm.input.get("runs"),
+            sm.output.recommendations,
             sm.output.summary,
             {
                 "figures": sm.config["cache"]["figures"],
@@ -315,7 +312,6 @@ if "snakemake" in globals():
             },
             title=f"Summary of {sm.input.cells}"
             + (f" ({sm.config['cache']['note']})" if sm.config["cache"]["note"] else ""),
-            controls=kruns.controls(sm.config),
         )
     elif sm.rule == "report_from_cache":
         write_report_pages(
