@@ -199,13 +199,6 @@ def recommend(
             out.append(row)
             continue
         win = pool[0]
-        method = "kpad" if win["method"] == "bestkpad" else win["method"]
-        row.update(
-            recommended=win["configuration"],
-            recommended_tok_s=float(win["output_tok_s_median"]),
-            method=method,
-            k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
-        )
         listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
         cell_runs = None
         if run_table is not None and len(run_table):
@@ -221,13 +214,6 @@ def recommend(
             if c["basis_ratio"] == "paired" and c["ratio"] < 1:
                 # within the same repeats the runner-up wins: that beats medians of other times (or phases)
                 win, runner, c = runner, win, _swapped(c)
-                method = "kpad" if win["method"] == "bestkpad" else win["method"]
-                row.update(
-                    recommended=win["configuration"],
-                    recommended_tok_s=float(win["output_tok_s_median"]),
-                    method=method,
-                    k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
-                )
             clear, words = _verdict(win["configuration"], runner["configuration"], c)
             row.update(
                 runner_up=runner["configuration"],
@@ -239,6 +225,13 @@ def recommend(
                 clear=clear,
             )
             reason = f"{words}; medians {listed} tok/s"
+        method = "kpad" if win["method"] == "bestkpad" else win["method"]
+        row.update(
+            recommended=win["configuration"],
+            recommended_tok_s=float(win["output_tok_s_median"]),
+            method=method,
+            k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
+        )
         sweep = tables.sweep_rows(cells)
         sweep = sweep[
             (sweep["model"] == model)
