@@ -128,6 +128,8 @@ FROM_CACHE_gpu-8b-auto-runner := config/gpu-8b-auto-runner.yaml config/cache/gpu
 FROM_CACHE_gpu-8b-auto-deferred := config/gpu-8b-auto-deferred.yaml config/cache/gpu-8b-auto-deferred.yaml
 FROM_CACHE_gpu-auto-long := config/gpu-auto-long.yaml config/cache/gpu-auto-long.yaml
 FROM_CACHE_gpu-auto-pair := config/gpu-auto-pair.yaml config/cache/gpu-auto-pair.yaml
+FROM_CACHE_gpu-auto-pair-long := config/gpu-auto-pair-long.yaml config/cache/gpu-auto-pair-long.yaml
+FROM_CACHE_gpu-auto-sharegpt-pooled := config/gpu-auto-pair-long.yaml config/cache/gpu-auto-sharegpt-pooled.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -139,6 +141,8 @@ REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
 REPORT_gpu-8b-auto-deferred := results/gpu/8b-auto-deferred/report.html
 REPORT_gpu-auto-long := results/gpu/auto-long/report.html
 REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
+REPORT_gpu-auto-pair-long := results/gpu/auto-pair-long/report.html
+REPORT_gpu-auto-sharegpt-pooled := results/gpu/auto-sharegpt-pooled/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
