@@ -1,5 +1,7 @@
 """tools/pool_repeats.py: the repeats of several leases with the same settings as one set of paired comparisons."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from conftest import ROOT, load_tool
@@ -53,21 +55,21 @@ def test_runs_of_different_settings_do_not_pool(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as err:
         tool.main([str(tmp_path / "x"), PAIR, PAIR_LONG])
     assert str(err.value) == (
-        "pool_repeats: SmolLM2-135M-Instruct / sharegpt / kpad8: n_measured differs between sources "
+        "pool_repeats: SmolLM2-135M-Instruct / sharegpt / kpad8 (sweep): n_measured differs between sources "
         f"({PAIR}: 768; {PAIR_LONG}: 1536); only runs of the same settings pool: leave that configuration out "
         "(--configurations) or pool those sources separately"
     )
     assert not list(tmp_path.iterdir())  # checked before anything is written
 
 
-def test_repeats_are_numbered_per_phase_and_a_configuration_of_one_source_keeps_its_repeats(tmp_path):
+def test_repeats_are_numbered_per_phase(tmp_path):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     runs(
         [
+            {"configuration": "kpad8", "k": 8, "repeat": 2, "output_tok_s": 120.0},  # rows need not be in order
+            {"configuration": "van", "method": "van", "k": 0, "repeat": 2, "output_tok_s": 40.0},
             {"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0},
             {"configuration": "van", "method": "van", "k": 0, "repeat": 1, "output_tok_s": 50.0},
-            {"configuration": "kpad8", "k": 8, "repeat": 2, "output_tok_s": 120.0},
-            {"configuration": "van", "method": "van", "k": 0, "repeat": 2, "output_tok_s": 40.0},
         ]
     ).to_parquet(a)
     runs(
@@ -116,3 +118,177 @@ def test_bad_arguments_are_named(tmp_path, monkeypatch, args, message):
     with pytest.raises(SystemExit) as err:
         tool.main(["out"] + args)
     assert str(err.value).startswith(message)
+
+
+def settings_pair(tmp_path, a_rows, b_rows):
+    """Two sources of kpad8 and van, each in one repeat, with the given extra columns per row (dicts)."""
+    paths = []
+    for name, extra, tok in (("a", a_rows, 100.0), ("b", b_rows, 90.0)):
+        path = tmp_path / f"{name}.parquet"
+        rows = [
+            {"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": tok, **extra[0]},
+            {"configuration": "van", "method": "van", "k": 0, "repeat": 1, "output_tok_s": 50.0, **extra[1]},
+        ]
+        runs(rows).to_parquet(path)
+        paths.append(str(path))
+    return paths
+
+
+COMMAND = (
+    "taskset -c 0-11 /opt/torch/.venv/bin/python3 -m vllm.entrypoints.openai.api_server --model m --port {port} "
+    "--max-model-len {len} --download-dir /tmp/pytest-of-root/{tmp}/x"
+)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "error"),
+    [
+        # the port, the interpreter and scratch paths differ between any two runs: they pool
+        (
+            {"server_command": COMMAND.format(port=28000, len=4096, tmp="p1")},
+            {
+                "server_command": COMMAND.replace("/opt/torch/.venv/bin/python3", "python").format(
+                    port=41000, len=4096, tmp="p9"
+                )
+            },
+            None,
+        ),
+        # a server setting that only the command records does not
+        (
+            {"server_command": COMMAND.format(port=28000, len=4096, tmp="p1")},
+            {"server_command": COMMAND.format(port=28000, len=2048, tmp="p1")},
+            "server_command differs",
+        ),
+        # a retry that lowered max_num_seqs served with other settings; the attempt numbers alone do not matter
+        (
+            {"attempt_settings": '[{"attempt": 1, "max_num_seqs": 32, "result": "ok"}]'},
+            {
+                "attempt_settings": '[{"attempt": 1, "max_num_seqs": 32, "result": "oom"}, '
+                '{"attempt": 2, "max_num_seqs": 16, "result": "ok"}]'
+            },
+            "attempt_settings differs",
+        ),
+        (
+            {"attempt_settings": '[{"attempt": 2, "max_num_seqs": 32, "result": "ok"}]'},
+            {"attempt_settings": '[{"attempt": 1, "max_num_seqs": 32, "result": "ok"}]'},
+            None,
+        ),
+        # a whole float equals its integer; a missing value is not compared
+        ({"corpus_prompt_tokens": 393428.0}, {"corpus_prompt_tokens": 393428}, None),
+        ({"corpus_prompt_tokens": float("nan")}, {"corpus_prompt_tokens": 393428}, None),
+        # list-valued settings compare by their items, every value of a source, not its first
+        ({"lengths": [0, 2, 4]}, {"lengths": [0, 2, 4]}, None),
+        ({"lengths": [0, 2, 4]}, {"lengths": [0, 2, 8]}, "lengths differs between sources"),
+        ({"model_runner": "v1"}, {"model_runner": "v2"}, "model_runner differs"),
+        ({"server_backend": "vllm"}, {"server_backend": "fake"}, "server_backend differs"),
+    ],
+)
+def test_settings_are_compared_with_what_differs_between_runs_masked(tmp_path, monkeypatch, a, b, error):
+    monkeypatch.chdir(tmp_path)
+    paths = settings_pair(tmp_path, [a, a], [b, b])
+    if error is None:
+        assert tool.main(["out", *paths]) == 0
+        assert "- kpad8 / van: 1.90x (n = 2), 2 of 2 repeats favour kpad8" in (tmp_path / "out-paired.md").read_text()
+    else:
+        with pytest.raises(SystemExit) as err:
+            tool.main(["out", *paths])
+        assert error in str(err.value) and "M / sharegpt / kpad8 (sweep)" in str(err.value)
+        assert not list(tmp_path.glob("out-*"))
+
+
+def test_every_value_of_a_source_is_compared_and_failed_runs_are_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a = runs(
+        [
+            {"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0, "n_measured": 64},
+            {"configuration": "kpad8", "k": 8, "repeat": 2, "output_tok_s": 100.0, "n_measured": 128},
+        ]
+    )
+    b = runs([{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0, "n_measured": 64}])
+    a.to_parquet("a.parquet"), b.to_parquet("b.parquet")
+    with pytest.raises(SystemExit) as err:
+        tool.main(["out", "a.parquet", "b.parquet"])
+    assert "n_measured differs between sources (a.parquet: 128 | 64; b.parquet: 64)" in str(err.value)
+    # the 128-prompt run failed to boot: only ok runs define what a configuration measured
+    a.loc[1, ["status", "output_tok_s"]] = ["boot_failed", float("nan")]
+    a.to_parquet("a.parquet")
+    assert tool.main(["out", "a.parquet", "b.parquet"]) == 0
+
+
+def test_the_check_is_per_phase(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def source(name, sweep_n, confirm_n=None):
+        rows = [{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0, "n_measured": sweep_n}]
+        if confirm_n:
+            rows.append({**rows[0], "phase": "confirm", "n_measured": confirm_n})
+            rows[0]["phase"] = "sweep"
+        runs(rows).to_parquet(name)
+
+    source("a.parquet", 768, 1536), source("b.parquet", 1536, 768)
+    with pytest.raises(SystemExit) as err:  # equal value sets over both phases, different within each
+        tool.main(["out", "a.parquet", "b.parquet"])
+    assert "M / sharegpt / kpad8 (confirm): n_measured differs" in str(err.value)
+    source("b.parquet", 768)  # a's confirmation pools with nothing: no conflict
+    assert tool.main(["out", "a.parquet", "b.parquet"]) == 0
+
+
+def test_a_configuration_of_one_source_keeps_its_repeats(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs(
+        [
+            {"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0},
+            {"configuration": "van", "method": "van", "k": 0, "repeat": 1, "output_tok_s": 50.0},
+        ]
+    ).to_parquet("a.parquet")
+    runs(
+        [
+            {"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 90.0},
+            {"configuration": "nopad8", "method": "nopad", "k": 8, "repeat": 1, "output_tok_s": 60.0},
+        ]
+    ).to_parquet("b.parquet")
+    assert tool.main(["out", "a.parquet", "b.parquet"]) == 0
+    text = Path("out-paired.md").read_text()
+    assert "- kpad8 / van: 2.00x (single measurement), 1 of 1 repeats favour kpad8 [r1: 2.000]" in text
+    assert "- kpad8 / nopad8: 1.50x (single measurement), 1 of 1 repeats favour kpad8 [r2: 1.500]" in text
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        (
+            "copy",
+            ["out", "a.parquet", "c.parquet"],
+            "a.parquet and c.parquet hold the same run (M / sharegpt / kpad8 on h",
+        ),
+        ("none", ["out", "a.parquet", "./a.parquet"], "a source is given twice (['a.parquet', './a.parquet'])"),
+        ("none", ["a", "a-runs.parquet", "b.parquet"], "OUT_PREFIX would overwrite the source a-runs.parquet"),
+        ("pooled", ["out", "p-runs.parquet", "b.parquet"], "p-runs.parquet: already a pooled table"),
+        ("inf", ["out", "a.parquet", "b.parquet"], "a.parquet: kpad8 r1 has output tok/s inf: not a measured rate"),
+        ("twice", ["out", "a.parquet", "b.parquet"], "a.parquet: 2 rows of M / sharegpt / kpad8 r1 (sweep): one run"),
+        ("none", ["out", "a.parquet", "b.parquet", "--configurations", ","], "--configurations ['(none given)']"),
+        ("van", ["out", "a.parquet", "b.parquet", "--configurations", "van"], "only ['a.parquet'] keeps runs"),
+        ("kpad4", ["out", "a.parquet", "b.parquet"], "no (model, corpus, phase, configuration) is in two sources"),
+        ("none", ["no/such/x", "a.parquet", "b.parquet"], "OUT_PREFIX 'no/such/x': give a folder that exists"),
+    ],
+)
+def test_what_would_pool_wrongly_is_refused_before_anything_is_written(tmp_path, monkeypatch, setup, args, message):
+    monkeypatch.chdir(tmp_path)
+    a = [{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0, "host": "h", "started_at": "t1"}]
+    b = [{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 90.0, "host": "h", "started_at": "t2"}]
+    if setup == "van":
+        a.append({"configuration": "van", "method": "van", "k": 0, "repeat": 1, "output_tok_s": 50.0})
+    if setup == "inf":
+        a[0]["output_tok_s"] = float("inf")
+    if setup == "twice":
+        a.append(dict(a[0]))
+    if setup == "kpad4":
+        b[0].update(configuration="kpad4", k=4)
+    runs(a).to_parquet("a.parquet"), runs(b).to_parquet("b.parquet"), runs(a).to_parquet("a-runs.parquet")
+    runs(a).to_parquet("c.parquet")  # a copy of a's table
+    runs(a).assign(source="x").to_parquet("p-runs.parquet")
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(SystemExit) as err:
+        tool.main(args)
+    assert message in str(err.value)
+    assert sorted(tmp_path.iterdir()) == before

