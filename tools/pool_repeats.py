@@ -28,15 +28,16 @@ Checked before anything is written:
   masked (they differ from run to run, not what is measured), ``attempt_settings`` by the settings of the attempt
   that served (a retry that lowered ``max_num_seqs`` is a different measurement); a value that is missing (a
   failed run's NaN) is not compared, and ``393428.0`` equals ``393428``. The error names the column, the
-  configuration and each source's values. Columns that some source lacks (older records) are listed on stderr
-  and in ``-paired.md`` as not compared;
+  configuration and each source's values. Columns that some source lacks (older records) or holds no value of
+  are listed on stderr and in ``-paired.md`` as not compared, with the columns that were;
 - each source: the run columns of :data:`RUN_COLUMNS`, an integer repeat, finite output tok/s, one row per
   (model, corpus, phase, configuration, repeat), and not a pooled table itself (a ``source`` column);
 - the sources are different files holding different runs (the same path twice, or a copy: a run with the same
-  model, corpus, configuration, ``host`` and ``started_at`` in two sources) and no output path is a source;
+  model, corpus, configuration, ``host``, ``started_at``, ``port`` and GPUs in two sources) and no output path is a
+  source;
 - ``--configurations`` keeps only the named ones (a name that no source has is an error); the runs it leaves out
   are counted per configuration on stderr and in ``-paired.md``; at least two sources must keep rows, and at
-  least one (model, corpus, phase, configuration) must be in two of them, or there is nothing to pool.
+  least one (model, corpus, phase, configuration) must have ``ok`` runs in two of them, or there is nothing to pool.
 
 Errors: ``SystemExit`` with one line (``pool_repeats: ...``) for each of those, for a source that cannot be read,
 and for an OUT_PREFIX whose folder does not exist.
@@ -70,7 +71,7 @@ SETTINGS = (
 MASKS = (
     (re.compile(r"--port [0-9]+"), "--port N"),
     (re.compile(r"(taskset -c \S+ )?\S*python[0-9.]* -m "), "PYTHON -m "),
-    (re.compile(r"/tmp/\S*"), "/tmp/..."),
+    (re.compile(r"(?<![^\s=])/tmp/\S*"), "/tmp/..."),
 )
 """What ``server_command`` may differ in between runs of one setting: the port, the interpreter, scratch paths."""
 
@@ -153,14 +154,17 @@ def read_source(path: str) -> pd.DataFrame:
     return runs
 
 
-def check_settings(sources: dict[str, pd.DataFrame]) -> list[str]:
+def check_settings(sources: dict[str, pd.DataFrame]) -> tuple[list[str], list[str]]:
     """Each (model, corpus, phase, configuration) that several sources ran, compared over :data:`SETTINGS`.
 
     Args:
         sources: ``{file as given: its runs table}`` (:func:`read_source`), at least two.
 
     Returns:
-        The columns of :data:`SETTINGS` not compared because some source lacks them (sorted).
+        ``(compared, not_compared)``: the columns of :data:`SETTINGS` compared for at least one configuration
+        (values in two or more sources), and those some source holds but that were never compared, each with why
+        (``"control (a source lacks it)"``, ``"driver (no value in a source)"``, ``"cuda (no value)"``); both in
+        :data:`SETTINGS` order.
 
     Raises:
         ValueError: a column whose values (:func:`_setting`, over the ``ok`` runs, missing values left out) differ
@@ -168,20 +172,24 @@ def check_settings(sources: dict[str, pd.DataFrame]) -> list[str]:
             source's values.
     """
     frames = list(sources.values())
-    compared = [c for c in SETTINGS if all(c in f for f in frames)]
-    skipped = sorted(c for c in SETTINGS if c not in compared and any(c in f for f in frames))
+    present = [c for c in SETTINGS if all(c in f for f in frames)]
+    lacking = [c for c in SETTINGS if c not in present and any(c in f for f in frames)]
     keys = ["model", "corpus", "phase", "configuration"]
     ok = {name: f[f["status"] == "ok"] for name, f in sources.items()}
+    compared, seen = set(), set()
     for key, _ in pd.concat(ok.values()).groupby(keys, sort=True):
         having = {name: f[(f[keys] == pd.Series(key, index=keys)).all(axis=1)] for name, f in ok.items()}
         having = {name: f for name, f in having.items() if len(f)}
         if len(having) < 2:
             continue
-        for col in compared:
+        for col in present:
             values = {
                 name: sorted({t for v in f[col] if (t := _setting(col, v)) is not None}) for name, f in having.items()
             }
+            seen.update([col] if any(values.values()) else [])
             values = {name: v for name, v in values.items() if v}
+            if len(values) >= 2:
+                compared.add(col)
             if len({tuple(v) for v in values.values()}) > 1:
                 said = "; ".join(f"{name}: {' | '.join(v)}" for name, v in values.items())
                 model, corpus, phase, configuration = key
@@ -190,7 +198,11 @@ def check_settings(sources: dict[str, pd.DataFrame]) -> list[str]:
                     "runs of the same settings pool: leave that configuration out (--configurations) or pool those "
                     "sources separately"
                 )
-    return skipped
+    not_compared = [f"{c} (a source lacks it)" for c in lacking]
+    not_compared += [
+        f"{c} (no value in a source)" if c in seen else f"{c} (no value)" for c in present if c not in compared
+    ]
+    return [c for c in SETTINGS if c in compared], sorted(not_compared, key=lambda x: SETTINGS.index(x.split()[0]))
 
 
 def check_distinct(sources: dict[str, pd.DataFrame], outputs: list[str]) -> None:
@@ -198,7 +210,8 @@ def check_distinct(sources: dict[str, pd.DataFrame], outputs: list[str]) -> None
 
     Raises:
         ValueError: one file given twice (by two paths too), a run (model, corpus, configuration, ``host``,
-            ``started_at``) in two sources (a copy of a table), or an output path that is a source; names them.
+            ``started_at`` and, where recorded, ``port`` and ``cuda_visible_devices``) in two sources (a copy of a
+            table), or an output path that is a source; names them.
     """
     resolved = {name: Path(name).resolve() for name in sources}
     if len(set(resolved.values())) < len(resolved):
@@ -212,7 +225,8 @@ def check_distinct(sources: dict[str, pd.DataFrame], outputs: list[str]) -> None
     for name, f in sources.items():
         if not all(k in f for k in keys):
             continue
-        for run in set(map(tuple, f[keys].astype(str).to_numpy().tolist())):
+        extra = [k for k in ("port", "cuda_visible_devices") if k in f]  # two studies started together differ here
+        for run in set(map(tuple, f[keys + extra].astype(str).to_numpy().tolist())):
             if run in seen:
                 raise ValueError(
                     f"{seen[run]} and {name} hold the same run ({' / '.join(run[:3])} on {run[3]}, started "
@@ -305,12 +319,21 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
     if len(kept) < 2:
         raise ValueError(f"only {kept or 'no source'} keeps runs: nothing to pool (check --configurations)")
     keys = ["model", "corpus", "phase", "configuration"]
-    shared = pd.concat([f[keys].drop_duplicates() for f in sources.values()]).duplicated().any()
-    if not shared:
-        raise ValueError("no (model, corpus, phase, configuration) is in two sources: nothing to pool")
-    skipped = check_settings(sources)
-    if skipped:
-        notes.append(f"not compared (some source lacks them): {', '.join(skipped)}")
+    shared = pd.concat([f.loc[f["status"] == "ok", keys].drop_duplicates() for f in sources.values()]).duplicated()
+    if not shared.any():
+        raise ValueError("no (model, corpus, phase, configuration) has ok runs in two sources: nothing to pool")
+    compared, not_compared = check_settings(sources)
+    if not_compared:
+        notes.append(f"not compared: {', '.join(not_compared)}")
+    commits = {
+        name: sorted({t[:7] for c in f.get("workflow_commit", []) if (t := _text(c))}) for name, f in sources.items()
+    }
+    if len({tuple(c) for c in commits.values()}) > 1:
+        notes.append(
+            "the sources ran different code ("
+            + "; ".join(f"{name}: {', '.join(c) or '(none)'}" for name, c in commits.items())
+            + "): not compared; check that what they measure did not change between them"
+        )
     pooled = pool({name: sources[name] for name in kept})
     cells = tables.cells(pooled)
     lines = [f"# Pooled repeats of {len(kept)} sources", ""] + provenance(pooled)
@@ -318,8 +341,7 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
         "",
         "Each pooled repeat is one source's repeat (one interleaved pass); ratios stay within a repeat. The",
         "interval treats the sources' repeats as draws of one distribution: read each source's own line below.",
-        f"Settings compared per configuration and phase: {len(SETTINGS) - len(skipped)} columns of",
-        "tools/pool_repeats.py SETTINGS.",
+        f"Settings compared per configuration and phase ({len(compared)} columns): {', '.join(compared)}.",
     ]
     lines += [f"- {n}" for n in notes]
     lines += ["", paired.to_markdown(paired.paired_table(pooled)), "# Each source alone (its own repeat numbers)", ""]

@@ -269,11 +269,14 @@ def drift_table(runs: pd.DataFrame, flag: float = DRIFT_FLAG) -> pd.DataFrame:
     """Each configuration's drift: its last ``ok`` repeat over its first, per (model, corpus, phase), and its
     confirmation median over its sweep median where it ran in both.
 
+    Runs pooled from several leases (a ``source`` column, ``tools/pool_repeats.py``) drift within each source:
+    a pooled table's last repeat over its first would divide one machine's rate by another's.
+
     Returns:
         One row per (model, corpus, configuration, what): ``what`` "last / first repeat (<phase>)" or
-        "confirm / sweep (medians)", ``n`` (runs behind it), ``ratio``, ``drifting`` (``|ratio - 1| > flag``).
-        Drift does not bias within-repeat ratios (:func:`paired_table`); it makes absolute tok/s from
-        different repeats or phases incomparable.
+        "confirm / sweep (medians)" (with ", <source file name>" inside the brackets when pooled), ``n`` (runs
+        behind it), ``ratio``, ``drifting`` (``|ratio - 1| > flag``). Drift does not bias within-repeat ratios
+        (:func:`paired_table`); it makes absolute tok/s from different repeats or phases incomparable.
     """
     cols = ["model", "corpus", "configuration", "what", "n", "ratio", "drifting"]
     if runs.empty:
@@ -281,18 +284,21 @@ def drift_table(runs: pd.DataFrame, flag: float = DRIFT_FLAG) -> pd.DataFrame:
     runs = prepared_runs(runs)
     ok = runs[(runs["status"] == "ok") & (runs["output_tok_s"] > 0)]  # a rate of 0 or none has no ratio
     rows = []
-    for (model, corpus, conf), g in ok.groupby(["model", "corpus", "configuration"], sort=True):
-        for phase, p in g.groupby("phase", sort=True):
-            p = p.sort_values("repeat")
-            if len(p) >= 2:
-                ratio = float(p["output_tok_s"].iloc[-1] / p["output_tok_s"].iloc[0])
-                what = f"last / first repeat ({phase})"
-                rows.append([model, corpus, conf, what, len(p), ratio, abs(ratio - 1) > flag])
-        med = g.groupby("phase")["output_tok_s"].median()
-        if {"sweep", "confirm"} <= set(med.index):
-            ratio = float(med["confirm"] / med["sweep"])
-            n = int(len(g))
-            rows.append([model, corpus, conf, "confirm / sweep (medians)", n, ratio, abs(ratio - 1) > flag])
+    for (model, corpus, conf), cell in ok.groupby(["model", "corpus", "configuration"], sort=True):
+        parts = cell.groupby("source", sort=False) if "source" in cell else [(None, cell)]
+        for source, g in parts:
+            tag = f", {str(source).rsplit('/', 1)[-1]}" if source is not None else ""
+            for phase, p in g.groupby("phase", sort=True):
+                p = p.sort_values("repeat")
+                if len(p) >= 2:
+                    ratio = float(p["output_tok_s"].iloc[-1] / p["output_tok_s"].iloc[0])
+                    what = f"last / first repeat ({phase}{tag})"
+                    rows.append([model, corpus, conf, what, len(p), ratio, abs(ratio - 1) > flag])
+            med = g.groupby("phase")["output_tok_s"].median()
+            if {"sweep", "confirm"} <= set(med.index):
+                ratio = float(med["confirm"] / med["sweep"])
+                what = f"confirm / sweep (medians{tag})"
+                rows.append([model, corpus, conf, what, int(len(g)), ratio, abs(ratio - 1) > flag])
     return pd.DataFrame(rows, columns=cols)
 
 
