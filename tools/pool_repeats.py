@@ -206,16 +206,15 @@ def check_settings(sources: dict[str, pd.DataFrame]) -> tuple[list[str], list[st
 
 
 def check_distinct(sources: dict[str, pd.DataFrame], outputs: list[str]) -> None:
-    """The sources are different files with different runs, and no output would overwrite one.
+    """The sources hold different runs, and no output would overwrite one (:func:`write_pooled` has refused one
+    file given twice, by two paths too, before reading).
 
     Raises:
-        ValueError: one file given twice (by two paths too), a run (model, corpus, configuration, ``host``,
+        ValueError: a run (model, corpus, configuration, ``host``,
             ``started_at`` and, where recorded, ``port`` and ``cuda_visible_devices``) in two sources (a copy of a
             table), or an output path that is a source; names them.
     """
     resolved = {name: Path(name).resolve() for name in sources}
-    if len(set(resolved.values())) < len(resolved):
-        raise ValueError(f"a source is given twice ({list(sources)}): its repeats would count twice")
     for out in outputs:
         hit = [name for name, path in resolved.items() if path == Path(out).resolve()]
         if hit:
@@ -259,13 +258,17 @@ def pool(sources: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pooled
 
 
+def _commits(runs: pd.DataFrame) -> list[str]:
+    """The workflow commits (7 characters, sorted) that ``runs`` record; empty without a ``workflow_commit``."""
+    return sorted({t[:7] for c in runs.get("workflow_commit", []) if (t := _text(c))})
+
+
 def provenance(pooled: pd.DataFrame) -> list[str]:
     """Markdown table lines: per source and phase, its repeats, the pooled numbers, runs, code and first start."""
     lines = ["| source | phase | its repeats | pooled repeats | runs | code | first run started |"]
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for (name, phase), g in pooled.groupby(["source", "phase"], sort=False):
-        commits = g["workflow_commit"] if "workflow_commit" in g else pd.Series([], dtype=object)
-        code = ", ".join(sorted({t[:7] for c in commits if (t := _text(c))})) or "(none)"
+        code = ", ".join(_commits(g)) or "(none)"
         starts = [t for v in g.get("started_at", []) if (t := _text(v))]
         theirs = ", ".join(f"r{r}" for r in sorted(g["source_repeat"].unique()))
         ours = ", ".join(f"r{r}" for r in sorted(g["repeat"].unique()))
@@ -299,7 +302,7 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
     outputs = [f"{out_prefix}-{t}.{x}" for t in ("runs", "cells") for x in ("parquet", "csv")]
     outputs.append(f"{out_prefix}-paired.md")
     resolved = [Path(p).resolve() for p in paths]
-    if len(set(resolved)) < len(resolved):
+    if len(set(resolved)) < len(resolved):  # before the dict below, which would fold one path given twice
         raise ValueError(f"a source is given twice ({paths}): its repeats would count twice")
     sources = {p: read_source(p) for p in paths}
     check_distinct(sources, outputs)
@@ -325,9 +328,7 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
     compared, not_compared = check_settings(sources)
     if not_compared:
         notes.append(f"not compared: {', '.join(not_compared)}")
-    commits = {
-        name: sorted({t[:7] for c in f.get("workflow_commit", []) if (t := _text(c))}) for name, f in sources.items()
-    }
+    commits = {name: _commits(f) for name, f in sources.items()}
     if len({tuple(c) for c in commits.values()}) > 1:
         notes.append(
             "the sources ran different code ("
