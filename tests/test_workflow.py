@@ -43,11 +43,11 @@ def test_embedded_dry_run(tmp_path):
         ("gpu-embedded.yaml", 7 * 3, 0),
         ("gpu-x2-tp2.yaml", 2 * 2, 1),
         ("gpu-configurations.yaml", 5 * 3, 0),
-        # configs of leases run and to come (humaneval-pair, mix): a config error found on the device costs a lease
+        # configs of leases run and to come (humaneval-repeats, mix): a config error found on the device costs a lease
         ("gpu-auto-pair-long.yaml", 2 * 4, 0),
         ("gpu-auto-humaneval.yaml", 4 * 3, 0),
-        ("gpu-auto-humaneval-pair.yaml", 2 * 6, 0),
-        ("gpu-auto-mix.yaml", 3 * 3, 0),
+        ("gpu-auto-humaneval-repeats.yaml", 3 * 4, 0),
+        ("gpu-auto-mix.yaml", 4 * 3, 0),
         ("gpu-8b-deferred-check.yaml", 1, 0),
     ],
 )
