@@ -80,6 +80,17 @@ def test_padding_makes_every_draft_k_tokens(study):
     assert suf["spec_draft_tokens"] < 32 * suf["spec_drafts"]  # unpadded drafts vary in length
     assert pd.isna(runs.loc["van", "spec_drafts"]) and runs.loc["van", "tokens_per_request_step"] == 1.0
     assert "VLLM_PLUGINS" not in kpad["server_command"]  # env, not argv
+    env = {c: json.loads(runs.loc[c, "server_env"]) for c in ("kpad4", "suf")}
+    assert (
+        env["kpad4"]["VLLM_PLUGINS"],
+        env["kpad4"]["VLLM_SUFFIX_PAD_UNIFORM"],
+        env["suf"]["VLLM_SUFFIX_PAD_UNIFORM"],
+    ) == (
+        "kpad",
+        "1",
+        "0",
+    )
+    assert not {"VLLM_PORT", "PYTHONPATH", "TMPDIR"} & env["kpad4"].keys()  # per run, not a setting
     log = (
         study / "results" / "logs" / "runs" / "SmolLM2-135M-Instruct" / "humaneval" / "kpad4" / "r1" / "server.log"
     ).read_text()

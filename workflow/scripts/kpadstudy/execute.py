@@ -577,6 +577,7 @@ def _attempt(
         ":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else ""
     )
     record["server_command"] = " ".join(server_cmd)
+    record["server_env"] = runs.recorded_env(env, runs.configured_env(server_cfg.get("env"), configuration.env))
     stats_dir = tmp / "kpad-stats"
     env["KPAD_STATS_DIR"] = str(stats_dir)
     snapshot = tmp / "after-warmup.json"

@@ -577,6 +577,32 @@ def server_env(
     return env
 
 
+#: server variables that differ from run to run (ports, scratch paths, the run's GPUs, recorded apart): not in
+#: :func:`recorded_env`
+PER_RUN_ENV = ("VLLM_PORT", "KPAD_STATS_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "VLLM_RPC_BASE_PATH", "TMPDIR")
+#: prefixes of inherited variables that :func:`recorded_env` keeps: vLLM's own settings and ours
+RECORDED_ENV_PREFIXES = ("VLLM_", "KPAD_")
+
+
+def recorded_env(env: dict[str, str], configured: dict[str, str]) -> str:
+    """The server environment a run record keeps (column ``server_env``): JSON text with sorted keys.
+
+    Every variable of ``configured`` (config ``server.env`` with the entry's ``env`` on top,
+    :func:`configured_env`), those the pipeline sets (:data:`RESERVED_ENV`, e.g. ``VLLM_PLUGINS``,
+    ``VLLM_SUFFIX_PAD_UNIFORM``, ``VLLM_CPU_KVCACHE_SPACE``) and every inherited ``VLLM_*`` / ``KPAD_*`` variable
+    (vLLM reads its settings from them, e.g. ``VLLM_WORKER_MULTIPROC_METHOD``, ``VLLM_USE_FLASHINFER_SAMPLER``),
+    with the values of ``env`` (the server's whole environment, :func:`server_env`); without
+    :data:`PER_RUN_ENV`, which differ between runs of one setting. So two runs with the same value measured under
+    the same variables, wherever they came from.
+    """
+    keep = {
+        k: v
+        for k, v in env.items()
+        if (k in configured or k in RESERVED_ENV or k.startswith(RECORDED_ENV_PREFIXES)) and k not in PER_RUN_ENV
+    }
+    return json.dumps(keep, sort_keys=True)
+
+
 def bench_command(
     *,
     base_url: str,
