@@ -145,7 +145,17 @@ def test_server_env_names_only_our_plugin_and_pads_only_kpad():
 
 def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
     cfgs = {c.name: c for c in runs.configurations(CONFIG)}
-    base = {"PATH": "/bin", "HOME": "/root", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "KPAD_AUTO_EXPLORE_EVERY": "8"}
+    base = {
+        "PATH": "/bin",
+        "HOME": "/root",
+        "VLLM_WORKER_MULTIPROC_METHOD": "fork",
+        "KPAD_AUTO_EXPLORE_EVERY": "8",
+        "KPAD_WORKFLOW_COMMIT": "abc1234",  # a launch script's: differs between leases
+        "KPAD_CONFIG": "config/gpu-auto.yaml",
+        "VLLM_HOST_IP": "10.0.0.7",  # per node
+        "VLLM_CACHE_ROOT": "/scratch/job42",  # per job
+        "VLLM_API_KEY": "sk-secret",
+    }
     env = runs.server_env(
         base,
         configuration=cfgs["kpad4"],
@@ -160,6 +170,7 @@ def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
     assert json.loads(runs.recorded_env(env, configured)) == {
         "ARCTIC_INFERENCE_ENABLED": "0",
         "KPAD_AUTO_EXPLORE_EVERY": "8",
+        "VLLM_API_KEY": "<set>",
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_PLUGINS": "kpad",

@@ -580,26 +580,39 @@ def server_env(
 #: server variables that differ from run to run (ports, scratch paths, the run's GPUs, recorded apart): not in
 #: :func:`recorded_env`
 PER_RUN_ENV = ("VLLM_PORT", "KPAD_STATS_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "VLLM_RPC_BASE_PATH", "TMPDIR")
-#: prefixes of inherited variables that :func:`recorded_env` keeps: vLLM's own settings and ours
-RECORDED_ENV_PREFIXES = ("VLLM_", "KPAD_")
+#: inherited variables that :func:`recorded_env` keeps: vLLM's own settings and those our plugin reads (not the
+#: launch scripts' KPAD_CONFIG, KPAD_WORKFLOW_COMMIT, KPAD_SLURM_*, ..., which differ between leases)
+RECORDED_ENV_PREFIXES = ("VLLM_", "KPAD_AUTO_", "KPAD_ALLOW_UNSUPPORTED_VLLM")
+#: inherited ``VLLM_*`` variables that name a host, port or path (they may differ per node or job, e.g.
+#: VLLM_HOST_IP, VLLM_DP_MASTER_PORT, VLLM_CACHE_ROOT, VLLM_ASSETS_CACHE), by a word of their name: not recorded
+#: unless configured
+PLACE_ENV = re.compile(r"(^|_)(HOST|IP|PORT|PATH|ROOT|DIR|ADDR|URL|URI)(_|$)|^VLLM_ASSETS_CACHE$")
+#: variables whose value is a credential (VLLM_API_KEY, a token), by a word of their name: recorded as ``"<set>"``
+SECRET_ENV = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)(_|$)")
 
 
 def recorded_env(env: dict[str, str], configured: dict[str, str]) -> str:
     """The server environment a run record keeps (column ``server_env``): JSON text with sorted keys.
 
-    Every variable of ``configured`` (config ``server.env`` with the entry's ``env`` on top,
-    :func:`configured_env`), those the pipeline sets (:data:`RESERVED_ENV`, e.g. ``VLLM_PLUGINS``,
-    ``VLLM_SUFFIX_PAD_UNIFORM``, ``VLLM_CPU_KVCACHE_SPACE``) and every inherited ``VLLM_*`` / ``KPAD_*`` variable
-    (vLLM reads its settings from them, e.g. ``VLLM_WORKER_MULTIPROC_METHOD``, ``VLLM_USE_FLASHINFER_SAMPLER``),
-    with the values of ``env`` (the server's whole environment, :func:`server_env`); without
-    :data:`PER_RUN_ENV`, which differ between runs of one setting. So two runs with the same value measured under
-    the same variables, wherever they came from.
+    Kept, with the values of ``env`` (the environment the pipeline starts the server with, :func:`server_env`;
+    vLLM may still set variables of its own, e.g. ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` when unset): every
+    variable of ``configured`` (config ``server.env`` with the entry's ``env`` on top, :func:`configured_env`), those
+    the pipeline sets (:data:`RESERVED_ENV`: ``VLLM_PLUGINS``, ``VLLM_SUFFIX_PAD_UNIFORM``, ...) and the inherited
+    ones of :data:`RECORDED_ENV_PREFIXES` (``VLLM_*``: vLLM reads its settings from them, e.g.
+    ``VLLM_USE_FLASHINFER_SAMPLER``; ``KPAD_AUTO_*``: the plugin's) but those naming a host, port or path
+    (:data:`PLACE_ENV`). Left out: :data:`PER_RUN_ENV`, which differ between runs of one setting. A credential
+    (:data:`SECRET_ENV`, e.g. ``VLLM_API_KEY``) is kept as ``"<set>"``. Other inherited variables (``NCCL_*``,
+    ``OMP_*``, ``PYTORCH_*``, ``HF_*``) are not recorded unless configured.
     """
-    keep = {
-        k: v
-        for k, v in env.items()
-        if (k in configured or k in RESERVED_ENV or k.startswith(RECORDED_ENV_PREFIXES)) and k not in PER_RUN_ENV
-    }
+
+    def kept(name: str) -> bool:
+        if name in PER_RUN_ENV:
+            return False
+        if name in configured or name in RESERVED_ENV:
+            return True
+        return name.startswith(RECORDED_ENV_PREFIXES) and not PLACE_ENV.search(name)
+
+    keep = {k: ("<set>" if SECRET_ENV.search(k) else v) for k, v in env.items() if kept(k)}
     return json.dumps(keep, sort_keys=True)
 
 
