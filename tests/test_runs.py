@@ -143,7 +143,7 @@ def test_server_env_names_only_our_plugin_and_pads_only_kpad():
     assert nopad["VLLM_SUFFIX_PAD_UNIFORM"] == "0" and "VLLM_CPU_KVCACHE_SPACE" not in nopad
 
 
-def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
+def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs(tmp_path):
     cfgs = {c.name: c for c in runs.configurations(CONFIG)}
     base = {
         "PATH": "/bin",
@@ -156,18 +156,24 @@ def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
         "VLLM_CACHE_ROOT": "/scratch/job42",  # per job
         "VLLM_API_KEY": "sk-secret",
     }
-    env = runs.server_env(
-        base,
-        configuration=cfgs["kpad4"],
-        server=CONFIG["server"],
-        device="cpu",
-        plugin_path="/p",
-        vllm_port=9000,
-        cuda_visible_devices=["3"],
-        scratch_dir="/tmp/run1",
-    )
     configured = runs.configured_env(CONFIG["server"].get("env"), cfgs["kpad4"].env)
-    assert json.loads(runs.recorded_env(env, configured)) == {
+    recorded = [  # two runs of one setting: other plugin path, port, GPU and scratch folder
+        runs.recorded_env(
+            runs.server_env(
+                base,
+                configuration=cfgs["kpad4"],
+                server=CONFIG["server"],
+                device="cpu",
+                plugin_path=plugin,
+                vllm_port=port,
+                cuda_visible_devices=[gpu],
+                scratch_dir=str(tmp_path / scratch),
+            ),
+            configured,
+        )
+        for plugin, port, gpu, scratch in (("/p", 9000, "3", "run1"), ("/q", 9100, "5", "run2"))
+    ]
+    assert json.loads(recorded[0]) == {
         "ARCTIC_INFERENCE_ENABLED": "0",
         "KPAD_AUTO_EXPLORE_EVERY": "8",
         "VLLM_API_KEY": "<set>",
@@ -177,17 +183,7 @@ def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs():
         "VLLM_SUFFIX_PAD_UNIFORM": "1",
         "VLLM_WORKER_MULTIPROC_METHOD": "fork",
     }
-    other = runs.server_env(
-        base,
-        configuration=cfgs["kpad4"],
-        server=CONFIG["server"],
-        device="cpu",
-        plugin_path="/q",
-        vllm_port=9100,
-        cuda_visible_devices=["5"],
-        scratch_dir="/tmp/run2",
-    )
-    assert runs.recorded_env(other, configured) == runs.recorded_env(env, configured)
+    assert recorded[1] == recorded[0]
 
 
 def test_bench_command_never_repeats_prompts_and_streams_chat():

@@ -32,18 +32,15 @@ SUFFIX_METHODS = ("suf", "kpad", "nopad", "kpadauto")  # drafts from arctic-infe
 PADDED_METHODS = ("kpad", "kpadauto")  # the K-pad patch pads their drafts (VLLM_SUFFIX_PAD_UNIFORM=1)
 VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "kpadauto": "suffix", "ngram": "ngram"}
 AUTO_LENGTHS = (0, 2, 4, 8)  # kpadauto's draft lengths below K when the entry gives none
+# Server variables the pipeline sets per run (ports, scratch paths, the run's GPUs): not in recorded_env.
+PER_RUN_ENV = ("KPAD_STATS_DIR", "VLLM_PORT", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "VLLM_RPC_BASE_PATH", "TMPDIR")
 # Server variables the pipeline sets itself (server_env, execute): a configuration's own env may not set them.
 RESERVED_ENV = (
     "ARCTIC_INFERENCE_ENABLED",
     "VLLM_PLUGINS",
     "VLLM_SUFFIX_PAD_UNIFORM",
     "KPAD_AUTO_LENGTHS",
-    "KPAD_STATS_DIR",
-    "VLLM_PORT",
-    "CUDA_VISIBLE_DEVICES",
-    "PYTHONPATH",
-    "VLLM_RPC_BASE_PATH",
-    "TMPDIR",
+    *PER_RUN_ENV,
     "VLLM_CPU_KVCACHE_SPACE",
 )
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")  # safe as a path part and a wildcard
@@ -577,9 +574,6 @@ def server_env(
     return env
 
 
-#: server variables that differ from run to run (ports, scratch paths, the run's GPUs, recorded apart): not in
-#: :func:`recorded_env`
-PER_RUN_ENV = ("VLLM_PORT", "KPAD_STATS_DIR", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "VLLM_RPC_BASE_PATH", "TMPDIR")
 #: inherited variables that :func:`recorded_env` keeps: vLLM's own settings and those our plugin reads (not the
 #: launch scripts' KPAD_CONFIG, KPAD_WORKFLOW_COMMIT, KPAD_SLURM_*, ..., which differ between leases)
 RECORDED_ENV_PREFIXES = ("VLLM_", "KPAD_AUTO_", "KPAD_ALLOW_UNSUPPORTED_VLLM")
