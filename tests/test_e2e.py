@@ -112,6 +112,25 @@ def test_counters_of_padding_and_step_modes(study):
         assert runs.loc[name, "full_share_decode"] == 0.0
 
 
+def test_step_timers_split_each_engine_step_into_its_stages(study):
+    runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
+    nested = ["schedule", "execute_model", "sample_tokens", "update_from_output", "post_step"]
+    for name in ("van", "suf", "kpad4"):
+        ms = json.loads(runs.loc[name, "step_time_ms"])
+        # one engine step per executed model step (CPU: vLLM's V1 runner, no async scheduling), and at most a
+        # few more: a busy-loop iteration whose schedule had no tokens to run (a request still arriving) is one
+        assert runs.loc[name, "steps_NONE"] <= runs.loc[name, "engine_steps"] <= runs.loc[name, "steps_NONE"] + 3
+        assert all(ms[stage] > 0 for stage in ["engine_step", *nested]), ms
+        assert abs(ms["engine_step"] - sum(ms[s] for s in nested) - ms["other"]) < 1e-3
+        assert 0 <= ms["other"] < ms["engine_step"]
+        # the engine's busy time fits in the measurement (the warm-up and the boot are outside both)
+        assert ms["engine_step"] * runs.loc[name, "engine_steps"] / 1000 <= runs.loc[name, "duration_s"]
+    assert json.loads(runs.loc["van", "step_time_ms"])["propose"] == 0  # no proposer without speculation
+    for name in ("suf", "kpad4"):  # the suffix proposer runs inside sample_tokens
+        ms = json.loads(runs.loc[name, "step_time_ms"])
+        assert 0 < ms["propose"] < ms["sample_tokens"]
+
+
 def test_resolved_settings_and_provenance(study):
     runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
     assert (runs["cudagraph_mode_resolved"] == "NONE").all() and (runs["kv_cache_tokens"] > 0).all()

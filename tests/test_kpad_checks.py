@@ -1,5 +1,6 @@
 """The K-pad plugin refuses misuse loudly: unsupported vLLM, missing arctic-inference."""
 
+import json
 import logging
 from types import SimpleNamespace
 
@@ -136,6 +137,37 @@ def test_step_measures_from_snapshots():
     assert m["full_share_decode"] == 95 / 99
     assert record.step_measures({}, {})["full_share_decode"] is None
     assert (m["kpad_deferred_check_steps"], m["kpad_deferred_check_mismatches"]) == (0, 0)  # no check run
+
+
+def test_step_time_ms_is_each_stage_per_engine_step_of_the_measured_prompts():
+    before = {"scheduler": {"calls_engine_step": 10, "time_us_engine_step": 50_000, "time_us_schedule": 1_000}}
+    after = {
+        "scheduler": {
+            "calls_engine_step": 410,
+            "time_us_engine_step": 4_050_000,  # 4.0 s over 400 steps: 10 ms a step
+            "time_us_schedule": 201_000,  # 0.5 ms
+            "time_us_update_from_output": 120_000,  # 0.3 ms
+            "time_us_post_step": 80_000,  # 0.2 ms
+            "time_us_input_queue": 40_000,  # 0.1 ms
+        },
+        "worker0": {"time_us_execute_model": 1_600_000, "time_us_sample_tokens": 1_200_000, "time_us_propose": 400_000},
+    }
+    m = record.step_measures(before, after)
+    assert m["engine_steps"] == 400
+    assert json.loads(m["step_time_ms"]) == {
+        "engine_step": 10.0,
+        "input_queue": 0.1,
+        "post_step": 0.2,
+        "schedule": 0.5,
+        "update_from_output": 0.3,
+        "execute_model": 4.0,
+        "sample_tokens": 3.0,
+        "propose": 1.0,
+        "other": 2.0,  # 10 - (0.5 + 4 + 3 + 0.3 + 0.2)
+    }
+    assert list(json.loads(m["step_time_ms"])) == [*kpad_plugin.STEP_STAGES, "other"]
+    assert record.step_stages(after, after) == {"engine_steps": 0, "step_time_ms": None}  # nothing in between
+    assert record.step_measures({}, {})["step_time_ms"] is None
 
 
 def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_makes_the_run_invalid():

@@ -37,7 +37,8 @@ Environment:
                                        time: for checks, not measured runs. Needs the skip on.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
-                                       mode of every executed step (model runner); each process writes
+                                       mode of every executed step (model runner), and time the stages of
+                                       each engine step (``STEP_STAGES``); each process writes
                                        ``<dir>/<role>-<pid>.json`` a few times a second.
 """
 
@@ -163,6 +164,8 @@ class Stats:
     ``deferred_check_draft_tokens`` (vLLM's draft tokens compared), ``deferred_check_flushed_steps`` and
     ``deferred_check_flushed_draft_tokens`` (the same, of the calls that first appended held-back tokens: the
     ones that test the deferred updates).
+    Step timers (:func:`_patch_step_timers`), in the role of the process that runs the stage:
+    ``time_us_<stage>`` (wall time, microseconds) and ``calls_<stage>`` for each stage of :data:`STEP_STAGES`.
     """
 
     def __init__(self, directory: str, role: str, interval_s: float = 0.2):
@@ -842,6 +845,72 @@ def _patch_engine_core(lengths: tuple[int, ...]) -> None:
     EngineCore._initialize_kv_caches = _initialize_kv_caches
 
 
+#: engine-step stages timed when counting: stage -> (module, class, method, process role); ``role`` ``worker``
+#: means ``worker<rank>``. Nested: ``engine_step`` (one iteration of the engine core's busy loop with work: vLLM's
+#: ``step`` or ``step_with_batch_queue``, the outputs queued, ``post_step``) holds ``schedule``, ``execute_model``,
+#: ``sample_tokens`` (vLLM 0.26's suffix proposer runs in it), ``update_from_output`` and ``post_step`` (drafts
+#: taken from the worker, ``update_draft_token_ids``); ``propose`` (suffix proposer) is inside ``sample_tokens``;
+#: ``input_queue`` (requests taken from the API server, waiting included) is outside ``engine_step``.
+STEP_STAGES = {
+    "engine_step": ("vllm.v1.engine.core", "EngineCoreProc", "_process_engine_step", "scheduler"),
+    "input_queue": ("vllm.v1.engine.core", "EngineCoreProc", "_process_input_queue", "scheduler"),
+    "post_step": ("vllm.v1.engine.core", "EngineCore", "post_step", "scheduler"),
+    "schedule": ("vllm.v1.core.sched.scheduler", "Scheduler", "schedule", "scheduler"),
+    "update_from_output": ("vllm.v1.core.sched.scheduler", "Scheduler", "update_from_output", "scheduler"),
+    "execute_model": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "execute_model", "worker"),
+    "sample_tokens": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "sample_tokens", "worker"),
+    "propose": ("vllm.v1.spec_decode.suffix_decoding", "SuffixDecodingProposer", "propose", "worker"),
+}
+#: vLLM 0.26's Model Runner V2 (van there): the same two stages on its own class
+V2_STAGES = {
+    "execute_model": ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "execute_model", "worker"),
+    "sample_tokens": ("vllm.v1.worker.gpu.model_runner", "GPUModelRunner", "sample_tokens", "worker"),
+}
+
+
+def _timed(original, stage: str, role: str):  # noqa: ANN001, ANN202 - any vLLM method
+    """``original`` wrapped to add its wall time to counters ``time_us_<stage>`` (microseconds, rounded) and
+    ``calls_<stage>`` of process role ``role`` (``worker``: ``worker<rank>``)."""
+
+    def timed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            stats = _stats_for(f"worker{_rank()}" if role == "worker" else role)
+            if stats is not None:
+                stats.add(**{f"time_us_{stage}": round((time.perf_counter() - start) * 1e6), f"calls_{stage}": 1})
+
+    timed._kpad_timed = True
+    timed.__wrapped__ = original
+    return timed
+
+
+def _patch_step_timers() -> None:
+    """Time the engine-step stages of :data:`STEP_STAGES` (and :data:`V2_STAGES`) in every process that has them.
+
+    Installed after the plugin's other patches, so a stage's time includes the plugin's own work in it (what
+    ``kpadauto`` adds to a step). About 2 microseconds a call (one counter update under a lock), in every
+    configuration alike. A class or method this vLLM lacks is left out (logged once per process).
+    """
+    import importlib
+
+    missing = []
+    for stage, (module, cls_name, method, role) in [*STEP_STAGES.items(), *V2_STAGES.items()]:
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except Exception:  # noqa: BLE001 - a build without this piece (CPU: no V2 runner) has nothing to time
+            missing.append(f"{cls_name}.{method}")
+            continue
+        original = cls.__dict__.get(method)
+        if original is None:
+            missing.append(f"{cls_name}.{method}")
+        elif not getattr(original, "_kpad_timed", False):
+            setattr(cls, method, _timed(original, stage, role))
+    if missing:
+        log.info("K-pad plugin: step stages not timed on this vLLM: %s", ", ".join(missing))
+
+
 def _rank() -> int:
     try:
         import torch.distributed as dist
@@ -896,6 +965,7 @@ def register() -> None:
     if count:
         _patch_model_runner()
         _patch_v2_model_runner()
+        _patch_step_timers()
     if pad:
         log.warning(
             "%s (pid %d)%s", LOADED_MESSAGE, os.getpid(), f"; {AUTO_MESSAGE} {list(lengths)}" if lengths else ""

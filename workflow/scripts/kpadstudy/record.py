@@ -161,7 +161,43 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
     decode = sum(out[f"decode_steps_{m}"] for m in MODES)
     out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
+    out.update(step_stages(before, after))
     return out
+
+
+#: the stages timed directly inside an engine step (``kpad_plugin.STEP_STAGES``); ``propose`` is inside sample_tokens
+NESTED_IN_STEP = ("schedule", "execute_model", "sample_tokens", "update_from_output", "post_step")
+
+
+def step_stages(before: dict[str, dict], after: dict[str, dict]) -> dict[str, Any]:
+    """Where the engine's steps spent their time over the measured prompts, from the plugin's step timers.
+
+    Args:
+        before, after: ``{role: counters}`` snapshots as for :func:`step_measures`.
+
+    Returns:
+        ``engine_steps``: iterations of the engine core's busy loop that had work (``calls_engine_step``); and
+        ``step_time_ms``: a JSON object ``{stage: ms per engine step}`` (the stage's wall time over the measured
+        prompts / ``engine_steps``, 4 decimals) for every stage of ``kpad_plugin.STEP_STAGES`` in that order,
+        ``other`` (= engine_step minus the stages nested directly in it: schedule, execute_model,
+        sample_tokens, update_from_output, post_step; vLLM's executor calls, grammar bitmasks, aborts and queued
+        outputs) last; None when no engine step was timed (an engine in the caller's process, or older counters).
+        Worker stages are rank 0's (``worker0``).
+    """
+    from kpad_plugin import STEP_STAGES
+
+    def delta(role: str, key: str) -> int:
+        return int(after.get(role, {}).get(key, 0)) - int(before.get(role, {}).get(key, 0))
+
+    steps = delta("scheduler", "calls_engine_step")
+    if steps <= 0:
+        return {"engine_steps": max(steps, 0), "step_time_ms": None}
+    ms = {
+        stage: delta("worker0" if role == "worker" else role, f"time_us_{stage}") / 1000 / steps
+        for stage, (_, _, _, role) in STEP_STAGES.items()
+    }
+    ms["other"] = ms["engine_step"] - sum(ms[s] for s in NESTED_IN_STEP)
+    return {"engine_steps": steps, "step_time_ms": json.dumps({k: round(v, 4) for k, v in ms.items()})}
 
 
 def _histogram(before: dict, after: dict, prefix: str) -> list[int]:
