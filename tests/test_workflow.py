@@ -48,6 +48,7 @@ def test_embedded_dry_run(tmp_path):
         ("gpu-auto-humaneval.yaml", 4 * 3, 0),
         ("gpu-auto-humaneval-repeats.yaml", 3 * 4, 0),
         ("gpu-auto-mix.yaml", 3 * 3, 0),
+        ("gpu-auto-mix-diagnose.yaml", 4 * 3, 0),
         ("gpu-8b-deferred-check.yaml", 1, 0),
     ],
 )
