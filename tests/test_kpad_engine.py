@@ -3,7 +3,9 @@
 Three engine runs of 32 HumanEval prompts at K=8, unpadded, padded (kpad) and adaptive (kpadauto over draft
 lengths 0, 2, 4, 8), each in its own process; then, in the same engines, a prompt ending 3 tokens below
 max_model_len and a JSON-schema request. A fourth run, kpadauto on a random-weight model that accepts no
-drafts, takes the skipped-speculation path with its deferred suffix tree updates. About 5 minutes on 2 cores.
+drafts, takes the skipped-speculation path with its deferred suffix tree updates. Then vLLM's own
+``test_suffix_decoding_acceptance`` scenario (8 of its prompts, 10 passes) unpadded and padded: what vLLM's
+acceptance metrics make of pad tokens. About 7 minutes on 2 cores.
 On CPU there are no cudagraphs: this checks the padding and length logic; FULL graphs for every kpadauto length
 can only be checked on a GPU.
 """
@@ -200,3 +202,48 @@ def test_skipped_speculation_in_the_engine_gives_the_drafts_of_vllms_eager_tree_
         if key.startswith("verified_draft_len")
     }
     assert spec["vllm:spec_decode_num_draft_tokens"] == sum(n * count for n, count in by_length.items()) > 0
+
+
+@pytest.fixture(scope="module")
+def metrics_passes(smol_model, work):
+    """vLLM's ``test_suffix_decoding_acceptance`` scenario at K=8, unpadded and padded: the same 8 prompts 10 times
+    in one engine (max_tokens 10, greedy, suffix_decoding_max_spec_factor 2.0, max_cached_requests 1000), vLLM's
+    spec-decode counters read after every pass."""
+    (work / "vllm-prompts.json").write_text(json.dumps(equivalence.vllm_acceptance_prompts(8)))
+    return {
+        pad: equivalence.run_side(
+            pad=pad,
+            model=str(smol_model),
+            prompts_file=str(work / "vllm-prompts.json"),
+            k=K,
+            max_tokens=10,
+            max_model_len=MAX_MODEL_LEN,
+            dtype="float32",
+            device=resolve_device("auto"),
+            out=work / f"metrics-{pad}.json",
+            plugin_path=str(ROOT / "workflow" / "scripts"),
+            passes=10,
+            speculative_options={"suffix_decoding_max_spec_factor": 2.0, "suffix_decoding_max_cached_requests": 1000},
+        )["passes"]
+        for pad in (False, True)
+    }
+
+
+def test_vllm_acceptance_metrics_count_pad_tokens_as_draft_tokens(metrics_passes):
+    """Padding changes no output and no accepted token, pass by pass, but vLLM counts its pad tokens as draft
+    tokens, so vLLM's acceptance rate (accepted / draft tokens, as a dashboard of its metrics computes it) is
+    lower padded: accepted / (K x drafts) there."""
+    unpadded, padded = metrics_passes[False], metrics_passes[True]
+
+    def counter(passes: list[dict], name: str) -> list[float]:
+        cumulative = [p["spec"][f"vllm:spec_decode_num_{name}"] for p in passes]
+        return [b - a for a, b in zip([0.0, *cumulative], cumulative, strict=False)]  # per pass
+
+    assert [p["token_ids"] for p in padded] == [p["token_ids"] for p in unpadded]
+    accepted = counter(padded, "accepted_tokens")
+    assert accepted == counter(unpadded, "accepted_tokens") and accepted[-1] > accepted[0] > 0
+    drafts, draft_tokens = counter(padded, "drafts"), counter(padded, "draft_tokens")
+    assert draft_tokens == [K * d for d in drafts]
+    rate = {side: accepted[-1] / counter(p, "draft_tokens")[-1] for side, p in metrics_passes.items()}
+    assert rate[True] == accepted[-1] / (K * drafts[-1]) < rate[False]
+    print(f"accepted per pass {accepted}; vLLM's rate in the last pass: unpadded {rate[False]}, padded {rate[True]}")

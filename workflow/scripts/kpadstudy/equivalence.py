@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -67,17 +68,23 @@ def generate(
     device: str,
     extra_requests: list[dict] | None = None,
     tensor_parallel_size: int = 1,
+    passes: int = 1,
+    speculative_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Greedy outputs of suffix decoding at K in this process (padding decided by the environment).
 
     Args:
         extra_requests: further requests ``{"prompt_token_ids": [...], "max_tokens": n}`` or
             ``{"messages": [...], "json_schema": {...}, "max_tokens": n}`` run after the prompts.
+        passes: how many times the prompts run, one pass after the other in the same engine (the suffix trees
+            keep what earlier passes generated, as in vLLM's ``test_suffix_decoding_acceptance``).
+        speculative_options: more keys of vLLM's speculative config (``suffix_decoding_max_spec_factor``, ...).
 
     Returns:
-        ``{"token_ids": [[...], ...], "texts": [...], "spec": {vLLM's spec-decode counters after the
-        prompts, before the extra requests}, "stats": {the K-pad plugin's counters at the same moment},
-        "extra": [{"token_ids", "text", "finish_reason"}]}``.
+        ``{"token_ids": [[...], ...], "texts": [...]`` (the last pass), ``"spec": {vLLM's spec-decode counters
+        after the prompts' passes, before the extra requests}, "stats": {the K-pad plugin's counters at the same
+        moment}, "extra": [{"token_ids", "text", "finish_reason"}], "passes": [{"token_ids", "spec"}, ...]}``
+        (each pass's outputs and vLLM's counters after it, cumulative as vLLM keeps them).
     """
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
@@ -96,17 +103,21 @@ def generate(
         tensor_parallel_size=tensor_parallel_size,
         max_num_batched_tokens=budget,
         max_num_seqs=max(len(prompts), 1),
-        speculative_config={"method": "suffix", "num_speculative_tokens": k},
+        speculative_config={"method": "suffix", "num_speculative_tokens": k, **(speculative_options or {})},
         disable_log_stats=False,
     )
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-    outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)
+    by_pass = []
+    for _ in range(passes):
+        outs = llm.chat([[{"role": "user", "content": p}] for p in prompts], params, use_tqdm=False)
+        by_pass.append({"token_ids": [list(o.outputs[0].token_ids) for o in outs], "spec": _spec_counters(llm)})
     result: dict[str, Any] = {
-        "token_ids": [list(o.outputs[0].token_ids) for o in outs],
+        "token_ids": by_pass[-1]["token_ids"],
         "texts": [o.outputs[0].text for o in outs],
-        "spec": _spec_counters(llm),
+        "spec": by_pass[-1]["spec"],
         "stats": _plugin_counters(),
         "extra": [],
+        "passes": by_pass,
     }
     for req in extra_requests or []:
         if "json_schema" in req:
@@ -151,6 +162,31 @@ def _spec_counters(llm) -> dict[str, float]:  # noqa: ANN001
     return spec
 
 
+def vllm_acceptance_prompts(n: int) -> list[str]:
+    """The prompts of vLLM's ``test_suffix_decoding_acceptance`` (tests/v1/e2e/test_spec_decode.py,
+    ``get_test_prompts`` without images), the first ``n``: each "repeat" or "sentence", with a word among four,
+    drawn after ``random.seed(0)`` as there, the text as there (its source's indentation included)."""
+    rng = random.Random(0)
+    kinds = rng.choices(["repeat", "sentence"], k=n)
+    prompts = []
+    for kind in kinds:
+        word = rng.choice(["test", "temp", "hello", "where"])
+        if kind == "repeat":
+            text = (
+                f"please repeat the word '{word}' 10 times.\n"
+                "give no other output than the word at least ten times in a row,\n"
+                "in lowercase with spaces between each word and without quotes."
+            )
+        else:
+            text = (
+                "please give a ten-word sentence that\n"
+                f"uses the word {word} at least once.\n"
+                "give no other output than that simple sentence without quotes."
+            )
+        prompts.append("\n" + "".join(" " * 12 + line + "\n" for line in text.split("\n")) + " " * 12)
+    return prompts
+
+
 def run_side(
     *,
     pad: bool,
@@ -172,6 +208,8 @@ def run_side(
     cuda_visible_devices: list[str] | None = None,
     lengths: list[int] | None = None,
     env: dict[str, str] | None = None,
+    passes: int = 1,
+    speculative_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run :func:`generate` in a fresh process with padding on or off; return its result (also in ``out``).
 
@@ -240,6 +278,10 @@ def run_side(
             str(out),
             "--tensor-parallel-size",
             str(tensor_parallel_size),
+            "--passes",
+            str(passes),
+            "--speculative",
+            json.dumps(speculative_options or {}),
         ]
         if extra_file:
             cmd += ["--extra", extra_file]
@@ -264,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--device", default="cpu")
     g.add_argument("--extra", default=None, help="JSON list of extra requests")
     g.add_argument("--tensor-parallel-size", type=int, default=1)
+    g.add_argument("--passes", type=int, default=1, help="run the prompts this many times in one engine")
+    g.add_argument("--speculative", default="{}", help="more keys of vLLM's speculative config, as JSON")
     g.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     prompts = json.loads(Path(a.prompts).read_text())
@@ -278,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
         device=a.device,
         extra_requests=extra,
         tensor_parallel_size=a.tensor_parallel_size,
+        passes=a.passes,
+        speculative_options=json.loads(a.speculative),
     )
     Path(a.out).write_text(json.dumps(res))
 
