@@ -130,6 +130,8 @@ def test_recommend_the_highest_median_against_its_runner_up_by_medians():
     assert r["reason"] == (
         "kpad4: 1.24x suf by point estimate (medians of 3 and 3 repeats, not paired); medians kpad4 149.0, "
         "suf 120.0, van 100.0 tok/s; K=4 is at the edge of the swept Ks 4-8: a K beyond may do better"
+        "; kpad4 has no unpadded run at K=4 (no nopad4): what padding adds over plain suffix decoding there is not "
+        "measured; " + advice.PAD_METRICS_NOTE
     )
 
 
@@ -215,6 +217,8 @@ def test_a_confirmed_cell_is_advised_from_its_confirmation_only():
     assert r["reason"] == (
         "kpad4: 1.12x suf by point estimate (medians of 3 and 3 repeats, not paired); medians kpad4 145.0, "
         "suf 130.0, van 98.0 tok/s; K=4 is at the edge of the swept Ks 4-8: a K beyond may do better"
+        "; kpad4 has no unpadded run at K=4 (no nopad4): what padding adds over plain suffix decoding there is not "
+        "measured; " + advice.PAD_METRICS_NOTE
     )
 
 
@@ -290,8 +294,9 @@ def test_compare_same_model_and_no_overlap():
 def test_recommend_with_only_the_sweep_says_it_is_the_only_candidate():
     r = advice.recommend(CELLS[CELLS["method"] == "kpad"]).iloc[0]
     assert r["recommended"] == "kpad4" and r["reason"].startswith(
-        "kpad4 is the only candidate with a valid median (kpad4 149.0 tok/s): the cell has no valid van, suf or"
-        " other configuration outside the K sweep to compare it with"
+        "kpad4 is the only candidate with a valid median (kpad4 149.0 tok/s): the cell has no valid van, suf, nopad "
+        "or other configuration to compare it with; K=4 is at the edge of the swept Ks 4-8: a K beyond may do "
+        "better; kpad4 has no unpadded run at K=4"
     ), r["reason"]
     none = advice.recommend(CELLS[CELLS["configuration"] == "kpad12"]).iloc[0]
     assert none["recommended"] == "" and none["reason"] == "no configuration has a valid run"
@@ -337,7 +342,10 @@ def test_recommend_never_picks_a_control_and_names_it():
     assert (r["recommended"], r["runner_up"], r["ratio"]) == ("kpadauto12", "van", pytest.approx(1.2))
     assert r["reason"] == (
         "kpadauto12: 1.20x van by point estimate (medians of 3 and 3 repeats, not paired); medians kpadauto12 "
-        "120.0, van 100.0 tok/s; vansync, vansyncv1 left out as controls (control: true in the config: measured, "
+        "120.0, van 100.0 tok/s; kpadauto12 has no unpadded run at K=12 (no nopad12): what padding adds over plain "
+        "suffix decoding there is not measured; "
+        + advice.PAD_METRICS_NOTE
+        + "; vansync, vansyncv1 left out as controls (control: true in the config: measured, "
         "not a way to serve); kpadauto12 ran slower than controls vansync, vansyncv1 (kpadauto12 / vansync: 0.92x "
         "(medians of 3 and 3 repeats, not paired); kpadauto12 / vansyncv1: 0.96x (medians of 3 and 3 repeats, not "
         "paired)): measure what they control for before serving"
@@ -346,7 +354,7 @@ def test_recommend_never_picks_a_control_and_names_it():
     lines = summary.summary_text(advice.recommend(cells, controls=["vansync", "vansyncv1"]), cells).splitlines()
     assert lines[2] == (
         "- M / mix (sweep): serve kpadauto12; 1.20x (medians, no run records) over van; no suf number to compare "
-        "with; flags: slower than controls (vansync, vansyncv1)"
+        "with; no unpadded run at K=12; flags: slower than controls (vansync, vansyncv1)"
     )
     # a recommendation outside the K sweep, van and suf: its own median over van's, 125 / 100 (the summary took
     # the runner-up's median, kpadauto12's 120, before)
@@ -371,8 +379,12 @@ def test_the_only_candidate_is_compared_with_the_fastest_control_within_repeats(
     # by hand: ratios 120/130, 118/126, 125/128; geometric mean 0.945, t(2) = 4.303 on the logs: 0.879-1.016
     assert r["reason"] == (
         "kpadauto12 is the only candidate with a valid median (kpadauto12 120.0 tok/s): the cell has no valid van, "
-        "suf or other configuration outside the K sweep to compare it with other than controls; against the fastest "
-        "control, kpadauto12 / vansync: 0.95x (0.88-1.02, 95% CI), 0 of 3 repeats favour kpadauto12; vansync left "
+        "suf, nopad or other configuration to compare it with, other than controls; against the fastest control, "
+        "kpadauto12 / vansync: 0.95x (0.88-1.02, 95% CI), 0 of 3 repeats favour kpadauto12; kpadauto12 has no "
+        "unpadded run at K=12 (no "
+        "nopad12): what padding adds over plain suffix decoding there is not measured; "
+        + advice.PAD_METRICS_NOTE
+        + "; vansync left "
         "out as control (control: true in the config: measured, not a way to serve); kpadauto12 ran slower than "
         "control vansync: measure what it controls for before serving"
     )
@@ -439,3 +451,159 @@ def test_step_cost_without_a_van_says_that_van_is_missing_not_the_step_counts(tm
         "configuration has a K-bar / R row.\n"
     )
     assert "step counts" not in text
+
+
+SERVE_CFG = {
+    "server": {
+        "max_model_len": 4096,
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "gpu_memory_utilization": 0.85,
+        "env": {},
+        "cpu": {"kvcache_space_gib": 1},
+    },
+    "configurations": [{"method": "van"}, {"method": "kpad", "k": [4, 8]}, {"method": "nopad", "k": [4, 8]}],
+    "models": {"M": {"tensor_parallel_size": 1}},
+    "taskset": {"server": "0-3"},
+}
+
+
+def _cells_of(tok: dict[str, list[float]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run records (3 repeats, sweep, ``ok``) of the given output tok/s and their cells table."""
+    method = {"van": "van", "suf": "suf"}
+    rows = _runs(tok)
+    rows["method"] = [method.get(c, c.rstrip("0123456789")) for c in rows["configuration"]]
+    rows["k"] = [32 if c == "suf" else int(c.lstrip("abcdefghijklmnopqrstuvwxyz") or 0) for c in rows["configuration"]]
+    rows["pad"] = rows["method"] == "kpad"
+    rows["device"] = "cuda"
+    return rows, tables.cells(rows)
+
+
+def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_plain_vllm_command():
+    """An 8B-like cell: unpadded suffix decoding ahead of padding at every K. By hand: nopad8 / kpad8 = 140/110,
+    150/120, 130/100: geometric mean 1.274, t(2) = 4.303 on the logs: 1.213-1.338."""
+    runs_, cells = _cells_of(
+        {
+            "van": [100.0, 110.0, 90.0],
+            "kpad4": [105.0, 112.0, 95.0],
+            "kpad8": [110.0, 120.0, 100.0],
+            "nopad4": [130.0, 135.0, 120.0],
+            "nopad8": [140.0, 150.0, 130.0],
+        }
+    )
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["method"], r["k"], r["runner_up"], r["candidate"]) == (
+        "nopad8",
+        "nopad",
+        8,
+        "kpad8",
+        "kpad8",
+    )
+    assert (r["n"], r["clear"], r["unpadded"]) == (3, True, "")  # an unpadded pick has no padding gain to state
+    assert r["reason"] == (
+        "nopad8: 1.27x kpad8 (1.21-1.34, 95% CI, 3 of 3 repeats); medians nopad8 140.0, kpad8 110.0, van 100.0 tok/s; "
+        "K=8 is at the edge of the swept Ks 4-8: a K beyond may do better"
+    )
+    line = advice.command_line(r, SERVE_CFG)
+    nopad8 = runs.configurations(SERVE_CFG)[4]
+    cmd = runs.server_command(
+        model_path="results/models/M",
+        served_model_name="M",
+        port=8000,
+        configuration=nopad8,
+        server=SERVE_CFG["server"],
+        tensor_parallel_size=1,
+        device="cuda",
+        cpus="0-3",
+        max_concurrency=32,
+        python="python",
+    )
+    # plain vLLM with arctic-inference installed: no K-pad plugin, no PYTHONPATH, no padding flag
+    assert shlex.split(line) == ["ARCTIC_INFERENCE_ENABLED=0", *cmd]
+    md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
+    assert "## M / mix (cuda): nopad8" in md and "VLLM_PLUGINS" not in md
+    text = summary.summary_text(advice.recommend(cells, run_table=runs_), cells, runs_).splitlines()[2]
+    # nopad8 / van = 140/100, 150/110, 130/90: 1.402 (1.31-1.51)
+    assert text == (
+        "- M / mix (sweep): serve nopad8; 1.40x (1.31-1.51, n = 3) over van; no suf number to compare with; "
+        "flags: noisy (kpad4, kpad8, nopad8, van)"
+    )
+
+
+def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
+    """kpad8 / nopad8 = 115/100, 120/100, 125/100: geometric mean 1.199, 1.081-1.330; kpad8 / suf (the runner-up)
+    = 1.090 (0.983-1.209)."""
+    runs_, cells = _cells_of(
+        {
+            "van": [100.0, 100.0, 100.0],
+            "suf": [110.0, 110.0, 110.0],
+            "kpad4": [105.0, 105.0, 105.0],
+            "kpad8": [115.0, 120.0, 125.0],
+            "nopad8": [100.0, 100.0, 100.0],
+        }
+    )
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["unpadded"], r["over_unpadded_n"]) == ("kpad8", "suf", "nopad8", 3)
+    assert (r["over_unpadded"], r["over_unpadded_ci_low"], r["over_unpadded_ci_high"]) == (
+        pytest.approx(1.1993, abs=1e-4),
+        pytest.approx(1.0813, abs=1e-4),
+        pytest.approx(1.3302, abs=1e-4),
+    )
+    assert r["reason"] == (
+        "no clear winner between kpad8 and suf (0.98-1.21, 95% CI, 3 of 3 repeats); kpad8 has the higher point "
+        "estimate; medians kpad8 120.0, suf 110.0, van 100.0, nopad8 100.0 tok/s; K=8 is at the edge of the swept "
+        "Ks 4-8: a K beyond may do better; against the best unpadded configuration at the same K, kpad8: 1.20x "
+        "nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats); " + advice.PAD_METRICS_NOTE
+    )
+    assert "1.20x (1.08-1.33, n = 3) over nopad8" in summary.summary_text(
+        advice.recommend(cells, run_table=runs_), cells, runs_
+    )
+    line = advice.command_line(r, SERVE_CFG)  # the padded pick keeps what the patch needs
+    assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=")
+
+
+def test_a_control_faster_than_a_nopad_pick_is_flagged_and_lost_graphs_leave_nopad_alone():
+    """The best K of kpad drops a K whose runs lost FULL graphs; the best K of nopad keeps every K whatever the
+    column says (nopad runs PIECEWISE by design); a control that beats the pick is flagged, never picked."""
+    cells = pd.DataFrame(
+        [
+            cell("van", "van", 0, 100.0),
+            cell("vansync", "van", 0, 160.0),
+            cell("kpad8", "kpad", 8, 170.0),
+            cell("kpad4", "kpad", 4, 120.0),
+            cell("nopad8", "nopad", 8, 150.0),
+        ]
+    ).assign(graph_lost=[False, False, True, False, True])
+    r = advice.recommend(cells, controls=["vansync"]).iloc[0]
+    assert (r["recommended"], r["candidate"], r["runner_up"], r["faster_controls"]) == (
+        "nopad8",
+        "kpad4",
+        "kpad4",
+        "vansync",
+    )
+    assert r["reason"].endswith(
+        "nopad8 ran slower than control vansync (nopad8 / vansync: 0.94x (medians of 3 and 3 repeats, not paired)): "
+        "measure what it controls for before serving"
+    )
+
+
+def test_van_against_a_speculative_pick_names_their_model_runners():
+    """vLLM 0.26 runs van on Model Runner V2 with async scheduling and suffix decoding on V1 without it: the
+    comparison says so, from the records' columns, and the summary flags it."""
+    runs_, cells = _cells_of({"van": [100.0, 100.0, 100.0], "nopad8": [120.0, 121.0, 119.0]})
+    runs_["model_runner"] = ["v2" if c == "van" else "v1" for c in runs_["configuration"]]
+    runs_["async_scheduling"] = runs_["configuration"] == "van"
+    runs_["version_vllm"] = "0.26.0"
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    note = (
+        "van ran on Model Runner V2 with async scheduling, nopad8 on Model Runner V1 without async scheduling "
+        "(vLLM 0.26.0, from the run records): the ratio holds that difference too"
+    )
+    assert (r["recommended"], r["runner_up"], r["van_runner"]) == ("nopad8", "van", note)
+    assert r["reason"].endswith(f"; {note}")
+    assert (
+        summary.summary_text(advice.recommend(cells, run_table=runs_), cells, runs_)
+        .splitlines()[2]
+        .endswith(f"flags: {note}")
+    )
+    same = runs_.assign(model_runner="v1", async_scheduling=False)
+    assert advice.recommend(cells, run_table=same).iloc[0]["van_runner"] == ""

@@ -37,7 +37,7 @@ def test_summary_gives_paired_ratios_with_intervals_and_flags():
     assert text == (
         "# K-pad study: summary\n\n"
         "- M / c (sweep): serve kpad8; 1.23x (1.10-1.38, n = 3) over van; 1.12x (1.00-1.26, n = 3) over suf; "
-        "flags: noisy (kpad8)\n"
+        "no unpadded run at K=8; flags: noisy (kpad8)\n"
         "- M / d (sweep): serve van; no suf number to compare with; flags: no valid run (kpad4: lost), "
         "single measurement\n\n"
         "Files:\n- figures: figures/\n"

@@ -1,20 +1,25 @@
 """Advice: per cell, the configuration to serve with, against its runner-up, and its exact server command line.
 
-The rule (issue 16): every comparison of a cell reads one phase (:func:`kpadstudy.tables.comparison_rows`):
-its confirmation where it has one, else its sweep. The candidates are the best kpad K - in a confirmed cell
-the better of the confirmed best and second-best K; elsewhere a published bestKpad measurement where there is
-one, else the smallest swept K within ``within_best`` (1%) of the best K's median; Ks whose runs lost their
-FULL cudagraphs left out - and every configuration outside the K
-sweep (van, suf, ngram, Trident-like entries). The candidate with the highest median output tok/s is
-recommended; the next one is its runner-up. With run records of both (the same repeats), the choice is
-stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
-repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)" when it
-holds 1 (where the paired ratio is below 1, the runner-up is recommended instead: the same repeats outrank
-medians taken at other times); with 1 or 2 repeats it is a point estimate labelled "single measurement" or
-"n = 2". Without run records (published cells) it is the ratio of medians, labelled by how many repeats each median has.
-A best K at the edge of the swept range says so. Configurations marked ``control: true`` in the config (e.g.
-vansync, van with async scheduling off: a control for the speculative runs, not a way to serve) are never
-candidates; the reason names them.
+The rule (issues 16 and 40): every comparison of a cell reads one phase (:func:`kpadstudy.tables.comparison_rows`):
+its confirmation where it has one, else its sweep. Every configuration that is a way to serve is a candidate:
+van, suf, nopad (unpadded suffix decoding at a K, any cudagraph mode: plain vLLM), ngram, Trident-like entries,
+kpad and kpadauto; only configurations marked ``control: true`` in the config (e.g. vansync, van with async
+scheduling off: a control for the speculative runs, not a way to serve) are not, and the reason names them.
+The Ks of a swept method (:data:`SWEPT_METHODS`: kpad, nopad) count once, by the method's best K: for kpad, in a
+confirmed cell the better of the confirmed best and second-best K, elsewhere a published bestKpad measurement
+where there is one, else the smallest swept K within ``within_best`` (1%) of the best K's median, Ks whose runs
+lost their FULL cudagraphs left out; for nopad the same without that filter (it runs PIECEWISE by design).
+The candidate with the highest median output tok/s is recommended; the next one is its runner-up. With run
+records of both (the same repeats), the choice is stated by the paired comparison (:mod:`kpadstudy.paired`):
+"kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3 repeats)" when the interval lies above 1, "no clear winner between
+kpad8 and suf (0.97-1.08, ...)" when it holds 1 (where the paired ratio is below 1, the runner-up is recommended
+instead: the same repeats outrank medians taken at other times); with 1 or 2 repeats it is a point estimate
+labelled "single measurement" or "n = 2". Without run records (published cells) it is the ratio of medians,
+labelled by how many repeats each median has. A best K at the edge of the swept range says so. A padded pick
+(kpad, kpadauto) also says how it compares with the best unpadded configuration at its K (nopad or suf at that
+K), the only reason to carry the patch, and that vLLM's acceptance metrics count its pad tokens as draft tokens.
+A comparison of van with a speculative configuration says when they ran on different model runners or async
+scheduling (vLLM 0.26 runs van on Model Runner V2 with async scheduling, suffix decoding on V1 without it).
 """
 
 from __future__ import annotations
@@ -28,25 +33,41 @@ import pandas as pd
 from . import cpus, paired, runs, tables
 
 WITHIN_BEST = 0.01
+#: methods whose Ks are a sweep: each counts once among the candidates, by its best K (:func:`_best_k`)
+SWEPT_METHODS = ("kpad", "nopad")
+#: unpadded suffix decoding (plain vLLM and arctic-inference): what a padded pick must beat at its K
+UNPADDED_METHODS = ("suf", "nopad")
+#: what the study sets in every run only for the K-pad plugin (padding, or counting in an unpadded run)
+PLUGIN_ONLY_ENV = ("VLLM_PLUGINS", "VLLM_SUFFIX_PAD_UNIFORM", "PYTHONPATH")
+#: what vLLM's own acceptance metrics make of padding, measured here (docs/kpad-patch.md, "vLLM's acceptance metrics")
+PAD_METRICS_NOTE = (
+    "vLLM's acceptance metrics count pad tokens as draft tokens, so a dashboard of "
+    "vllm:spec_decode_num_accepted_tokens / vllm:spec_decode_num_draft_tokens under-reports acceptance while "
+    "padding (docs/kpad-patch.md)"
+)
 
 
-def _best_kpad(valid: pd.DataFrame, within_best: float, phase: str = "sweep") -> tuple[pd.Series | None, str]:
-    """The cell's kpad candidate among its valid rows of ``phase``, and its basis: "confirmation" (a confirmed
-    cell: its confirmed Ks, the sweep's best and second-best; "confirmation" also when every one of them
-    failed), "separate measurement" (a published bestKpad row) or "K-sweep". Among several Ks the smallest
-    within ``within_best`` of the highest median is taken."""
+def _best_k(valid: pd.DataFrame, method: str, within_best: float, phase: str = "sweep") -> tuple[pd.Series | None, str]:
+    """The best K of a swept ``method`` (kpad or nopad) among a cell's valid rows of ``phase``, and its basis:
+    "confirmation" (a confirmed cell; for kpad its confirmed Ks, the sweep's best and second-best; also when every
+    one of them failed), "separate measurement" (kpad: a published bestKpad row) or "K-sweep". Among several the
+    smallest K within ``within_best`` of the highest median is taken (at one K, the higher median). kpad Ks whose
+    runs lost their FULL cudagraphs are left out; nopad runs PIECEWISE by design and keeps every K."""
     confirmed = phase == "confirm"
-    if not confirmed:
+    kpad = method == "kpad"
+    if kpad and not confirmed:
         sep = valid[valid["method"] == "bestkpad"]
         if len(sep):
             return sep.iloc[0], "separate measurement"
-    kp = valid[valid["method"].isin(["kpad", "bestkpad"])].sort_values("k")
-    kp = kp[~tables.lost_graphs(kp)]
+    rows = valid[valid["method"].isin(["kpad", "bestkpad"] if kpad else [method])]
+    if kpad:
+        rows = rows[~tables.lost_graphs(rows)]
+    rows = rows.sort_values(["k", "output_tok_s_median"], ascending=[True, False], kind="stable")
     basis = "confirmation" if confirmed else "K-sweep"
-    if not len(kp):
+    if not len(rows):
         return None, basis
-    best = kp["output_tok_s_median"].max()
-    return kp[kp["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], basis
+    best = rows["output_tok_s_median"].max()
+    return rows[rows["output_tok_s_median"] >= (1 - within_best) * best].iloc[0], basis
 
 
 def _n_valid(row: pd.Series) -> int:
@@ -112,6 +133,144 @@ def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
     return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']})"
 
 
+def _ratio_words(a: str, b: str, c: dict[str, Any]) -> str:
+    """:func:`_comparison` ``c`` of ``a`` over ``b``: ``"kpad8: 1.20x nopad8 (1.05-1.37, 95% CI, 3 of 3
+    repeats)"``, ``"kpad8: 1.20x nopad8 (n = 2, 2 of 2 repeats)"`` or ``"kpad8: 1.20x nopad8 (medians of 3 and 3
+    repeats, not paired)"``."""
+    if c["ci_low"] is not None:
+        spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}"
+        return f"{a}: {c['ratio']:.2f}x {b} ({spread}, {c['favour']} of {c['n']} repeats)"
+    if c["basis_ratio"] == "paired":
+        return f"{a}: {c['ratio']:.2f}x {b} ({c['label']}, {c['favour']} of {c['n']} repeats)"
+    return f"{a}: {c['ratio']:.2f}x {b} ({c['label']})"
+
+
+def _candidates(valid: pd.DataFrame, within_best: float, phase: str) -> tuple[list[pd.Series], pd.Series | None, str]:
+    """The candidates of a cell, highest median first: every configuration of ``valid`` (no controls there) outside
+    the swept methods, and each swept method's best K (:func:`_best_k`); also the kpad candidate and its basis."""
+    pool = [r for _, r in valid[~valid["method"].isin([*SWEPT_METHODS, "bestkpad"])].iterrows()]
+    kpad, basis = _best_k(valid, "kpad", within_best, phase)
+    if kpad is not None:
+        kpad = kpad.copy()
+        if kpad["configuration"] == "bestKpad":  # the published table's name for its best-K row
+            kpad["configuration"] = f"kpad{int(kpad['k'])}"
+        pool.append(kpad)
+    nopad, _ = _best_k(valid, "nopad", within_best, phase)
+    if nopad is not None:
+        pool.append(nopad)
+    pool.sort(key=lambda r: -float(r["output_tok_s_median"]))
+    return pool, kpad, basis
+
+
+def _padding_gain(
+    win: pd.Series, valid: pd.DataFrame, cell_runs: pd.DataFrame | None, phase: str
+) -> tuple[dict[str, Any], str]:
+    """A padded pick against the best unpadded configuration at its K (nopad or suf at that K, by median):
+    the columns ``unpadded, unpadded_tok_s, over_unpadded, over_unpadded_ci_low, over_unpadded_ci_high,
+    over_unpadded_n`` and the words (with :data:`PAD_METRICS_NOTE`)."""
+    name, k = str(win["configuration"]), int(win["k"])
+    same_k = valid[valid["method"].isin(UNPADDED_METHODS) & (valid["k"] == k)]
+    cols: dict[str, Any] = {"unpadded": "", "unpadded_tok_s": float("nan"), "over_unpadded": float("nan")}
+    cols.update(over_unpadded_ci_low=None, over_unpadded_ci_high=None, over_unpadded_n=0)
+    if not len(same_k):
+        words = (
+            f"{name} has no unpadded run at K={k} (no nopad{k}): what padding adds over plain suffix decoding "
+            "there is not measured"
+        )
+        return cols, f"{words}; {PAD_METRICS_NOTE}"
+    unp = same_k.sort_values("output_tok_s_median", ascending=False, kind="stable").iloc[0]
+    c = _comparison(win, unp, cell_runs, phase)
+    cols.update(
+        unpadded=str(unp["configuration"]),
+        unpadded_tok_s=float(unp["output_tok_s_median"]),
+        over_unpadded=c["ratio"],
+        over_unpadded_ci_low=c["ci_low"],
+        over_unpadded_ci_high=c["ci_high"],
+        over_unpadded_n=c["n"],
+    )
+    words = f"against the best unpadded configuration at the same K, {_ratio_words(name, cols['unpadded'], c)}"
+    return cols, f"{words}; {PAD_METRICS_NOTE}"
+
+
+def _runner(cell_runs: pd.DataFrame, phase: str, name: str) -> tuple[str, str] | None:
+    """``(model runner, async scheduling)`` in words of ``name``'s ok runs of ``phase`` (``("Model Runner V2",
+    "with async scheduling")``), None when the records lack them or its runs disagree."""
+    if not {"model_runner", "async_scheduling"} <= set(cell_runs.columns):
+        return None
+    ok = paired.prepared_runs(cell_runs)
+    ok = ok[(ok["configuration"] == name) & (ok["phase"] == phase) & (ok["status"] == "ok")]
+    found = ok[["model_runner", "async_scheduling"]].dropna().drop_duplicates()
+    if len(found) != 1:
+        return None
+    runner, sched = found.iloc[0]
+    return f"Model Runner {str(runner).upper()}", "with async scheduling" if bool(sched) else "without async scheduling"
+
+
+def runner_note(cell_runs: pd.DataFrame | None, phase: str, van: str, other: str) -> str:
+    """When ``van`` and the speculative ``other`` ran on different model runners or async scheduling (vLLM 0.26
+    runs van on Model Runner V2 with async scheduling and suffix decoding on V1 without it): ``"van ran on Model
+    Runner V2 with async scheduling, kpad8 on Model Runner V1 without async scheduling (vLLM 0.26.0, from the run
+    records): the ratio holds that difference too"``; else "" (the same, or not recorded)."""
+    if cell_runs is None or not len(cell_runs):
+        return ""
+    a, b = _runner(cell_runs, phase, van), _runner(cell_runs, phase, other)
+    if a is None or b is None or a == b:
+        return ""
+    versions = cell_runs.get("version_vllm", pd.Series(dtype=object)).dropna().unique()
+    version = f"vLLM {versions[0]}, " if len(versions) == 1 else ""
+    return (
+        f"{van} ran on {' '.join(a)}, {other} on {' '.join(b)} ({version}from the run records): the ratio holds "
+        "that difference too"
+    )
+
+
+def _edge_note(
+    cells: pd.DataFrame, model: str, corpus: str, win: pd.Series, method: str, controls: Collection[str]
+) -> str:
+    """``"; K=4 is at the edge of the swept Ks 4-8: ..."`` when a swept method's pick is its smallest or largest
+    swept K, else ""."""
+    if method not in SWEPT_METHODS:
+        return ""
+    sweep = tables.sweep_rows(cells)
+    sweep = sweep[
+        (sweep["model"] == model)
+        & (sweep["corpus"] == corpus)
+        & (sweep["method"] == method)
+        & sweep["output_tok_s_median"].notna()
+        & ~sweep["configuration"].isin(controls)
+    ]
+    swept = sorted({int(k) for k in sweep["k"]})
+    k = int(win["k"])
+    if len(swept) > 1 and k in (swept[0], swept[-1]):
+        return f"; K={k} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
+    return ""
+
+
+def _controls_words(
+    win: pd.Series, control_rows: pd.DataFrame, cell_runs: pd.DataFrame | None, phase: str, alone: bool
+) -> tuple[str, str, str]:
+    """Each control against the pick (within repeats where both ran, else by medians): ``(faster_controls, words
+    for the reason, words after the list of controls)``; ``alone`` (the pick had no other candidate to compare
+    with) states the comparison with the control closest to (or above) it."""
+    name = str(win["configuration"])
+    against = {str(r["configuration"]): _comparison(win, r, cell_runs, phase) for _, r in control_rows.iterrows()}
+    faster = sorted((c for c, cmp in against.items() if cmp["ratio"] < 1), key=lambda c: against[c]["ratio"])
+    stated, reason = "", ""
+    if alone and against:
+        stated = min(against, key=lambda c: against[c]["ratio"])
+        reason = f", other than controls; against the fastest control, {_against_words(name, stated, against[stated])}"
+    if not faster:
+        return "", reason, ""
+    several = len(faster) > 1
+    words = [_against_words(name, c, against[c]) for c in faster if c != stated]
+    tail = (
+        f"; {name} ran slower than control{'s' if several else ''} {', '.join(faster)}"
+        + (f" ({'; '.join(words)})" if words else "")
+        + f": measure what {'they control' if several else 'it controls'} for before serving"
+    )
+    return ", ".join(faster), reason, tail
+
+
 def recommend(
     cells: pd.DataFrame,
     within_best: float = WITHIN_BEST,
@@ -122,148 +281,142 @@ def recommend(
 
     Args:
         cells: a cells table (:func:`kpadstudy.tables.cells` or :func:`kpadstudy.reference.published_cells`).
-        within_best: tolerance as a fraction of the best kpad median (0.01 = 1%).
+        within_best: tolerance as a fraction of a swept method's best median (0.01 = 1%).
         run_table: the run records (``results/runs.parquet``) for paired comparisons; None = medians only.
         controls: configuration names that are never candidates (``control: true`` in the config,
             :func:`kpadstudy.runs.controls`); a cell's reason names those it left out.
 
     Returns:
-        Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``van``, ``suf``),
-        ``method, k, basis`` ("confirmation", "separate measurement" or "K-sweep": where the kpad candidate's
-        number comes from), ``phase`` (of every number of the row: sweep or confirm),
+        Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``nopad8``, ``van``,
+        ``suf``), ``method, k, basis`` ("confirmation", "separate measurement" or "K-sweep": where the kpad
+        candidate's number comes from), ``phase`` (of every number of the row: sweep or confirm),
         ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
         ``van_tok_s``, ``suf_tok_s``, ``recommended_tok_s`` (the recommendation's median), ``runner_up``,
         ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
         ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
-        False: it holds 1; None: no interval), ``faster_controls`` (the controls that beat the recommendation:
-        within repeats where both ran, else by medians; fastest first, comma-separated; "" when none),
-        ``reason`` (one sentence with the numbers). A cell with no valid median gets ``recommended`` "" and a
-        reason saying so.
+        False: it holds 1; None: no interval), ``unpadded`` (a padded pick's best unpadded configuration at its K,
+        "" when none or not padded), ``unpadded_tok_s``, ``over_unpadded`` (pick / unpadded, within repeats where
+        both ran), ``over_unpadded_ci_low``, ``over_unpadded_ci_high``, ``over_unpadded_n``, ``van_runner`` (the
+        pick and van ran on different model runners or async scheduling: :func:`runner_note`; "" when not),
+        ``faster_controls`` (the controls that beat the recommendation: within repeats where both ran, else by
+        medians; fastest first, comma-separated; "" when none), ``reason`` (one sentence with the numbers). A cell
+        with no valid median gets ``recommended`` "" and a reason saying so.
     """
-    out = []
-    for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True):
-        phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
-        every_valid = g[g["output_tok_s_median"].notna()]
-        is_control = every_valid["configuration"].isin(controls)
-        control_rows = every_valid[is_control]
-        valid = every_valid[~is_control]  # the candidates' rows: a control is never one, of any method
-        left_out = sorted(control_rows["configuration"])
-        cand, basis = _best_kpad(valid, within_best, phase)
-
-        def median(name: str, valid=valid) -> float:
-            v = valid[valid["configuration"] == name]["output_tok_s_median"]
-            return float(v.iloc[0]) if len(v) else float("nan")
-
-        others = valid[~valid["method"].isin(["kpad", "nopad", "bestkpad"])]
-        pool = [r for _, r in others.iterrows()]
-        if cand is not None:
-            cand = cand.copy()
-            if cand["configuration"] == "bestKpad":  # the published table's name for its best-K row
-                cand["configuration"] = f"kpad{int(cand['k'])}"
-            pool.append(cand)
-        pool.sort(key=lambda r: -float(r["output_tok_s_median"]))
-
-        row: dict[str, Any] = {
-            "model": model,
-            "corpus": corpus,
-            "device": g["device"].iloc[0],
-            "basis": basis,
-            "phase": phase,
-            "candidate": "" if cand is None else cand["configuration"],
-            "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
-            "van_tok_s": median("van"),
-            "suf_tok_s": median("suf"),
-            "recommended_tok_s": float("nan"),
-            "runner_up": "",
-            "runner_up_tok_s": float("nan"),
-            "ratio": float("nan"),
-            "ci_low": None,
-            "ci_high": None,
-            "n": 0,
-            "clear": None,
-            "faster_controls": "",
-        }
-        not_candidates = (
-            f"; {', '.join(left_out)} left out as control{'s' if len(left_out) > 1 else ''} (control: true in the "
-            "config: measured, not a way to serve)"
-            if left_out
-            else ""
-        )
-        if not pool:
-            why = (
-                "no configuration other than controls has a valid run"
-                if left_out
-                else "no configuration has a valid run"
-            )
-            row.update(recommended="", method="", k=pd.NA, reason=why + not_candidates)
-            out.append(row)
-            continue
-        win = pool[0]
-        listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
-        cell_runs = None
-        if run_table is not None and len(run_table):
-            cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
-        if len(pool) == 1:
-            reason = (
-                f"{win['configuration']} is the only candidate with a valid median ({listed} tok/s): the cell has"
-                " no valid van, suf or other configuration outside the K sweep to compare it with"
-            )
-        else:
-            runner = pool[1]
-            c = _comparison(win, runner, cell_runs, phase)
-            if c["basis_ratio"] == "paired" and c["ratio"] < 1:
-                # within the same repeats the runner-up wins: that beats medians of other times (or phases)
-                win, runner, c = runner, win, _swapped(c)
-            clear, words = _verdict(win["configuration"], runner["configuration"], c)
-            row.update(
-                runner_up=runner["configuration"],
-                runner_up_tok_s=float(runner["output_tok_s_median"]),
-                ratio=c["ratio"],
-                ci_low=c["ci_low"],
-                ci_high=c["ci_high"],
-                n=c["n"],
-                clear=clear,
-            )
-            reason = f"{words}; medians {listed} tok/s"
-        method = "kpad" if win["method"] == "bestkpad" else win["method"]
-        row.update(
-            recommended=win["configuration"],
-            recommended_tok_s=float(win["output_tok_s_median"]),
-            method=method,
-            k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
-        )
-        sweep = tables.sweep_rows(cells)
-        sweep = sweep[
-            (sweep["model"] == model)
-            & (sweep["corpus"] == corpus)
-            & sweep["output_tok_s_median"].notna()
-            & ~sweep["configuration"].isin(controls)
+    return pd.DataFrame(
+        [
+            _recommend_cell(cells, g, model, corpus, within_best, run_table, controls)
+            for (model, corpus), g in tables.comparison_rows(cells).groupby(["model", "corpus"], sort=True)
         ]
-        swept = sorted(int(k) for k in sweep[sweep["method"] == "kpad"]["k"])
-        if method == "kpad" and len(swept) > 1 and row["k"] in (swept[0], swept[-1]):
-            reason += f"; K={row['k']} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
-        # each control against the recommendation: within repeats where both ran, else by medians
-        against = {str(r["configuration"]): _comparison(win, r, cell_runs, phase) for _, r in control_rows.iterrows()}
-        faster = sorted((c for c, cmp in against.items() if cmp["ratio"] < 1), key=lambda c: against[c]["ratio"])
-        stated = ""
-        if len(pool) == 1 and against:  # the one comparison left: the control closest to (or above) it
-            stated = min(against, key=lambda c: against[c]["ratio"])
-            reason += (
-                f" other than controls; against the fastest control, "
-                f"{_against_words(win['configuration'], stated, against[stated])}"
-            )
-        if faster:
-            row["faster_controls"] = ", ".join(faster)
-            several = len(faster) > 1
-            words = [_against_words(win["configuration"], c, against[c]) for c in faster if c != stated]
-            not_candidates += (
-                f"; {win['configuration']} ran slower than control{'s' if several else ''} {', '.join(faster)}"
-                + (f" ({'; '.join(words)})" if words else "")
-                + f": measure what {'they control' if several else 'it controls'} for before serving"
-            )
-        row["reason"] = reason + not_candidates
-        out.append(row)
-    return pd.DataFrame(out)
+    )
+
+
+def _recommend_cell(
+    cells: pd.DataFrame,
+    g: pd.DataFrame,
+    model: str,
+    corpus: str,
+    within_best: float,
+    run_table: pd.DataFrame | None,
+    controls: Collection[str],
+) -> dict[str, Any]:
+    """:func:`recommend`'s row of one cell, from its comparison rows ``g``."""
+    phase = str(g["phase"].iloc[0]) if "phase" in g.columns else "sweep"
+    every_valid = g[g["output_tok_s_median"].notna()]
+    is_control = every_valid["configuration"].isin(controls)
+    control_rows = every_valid[is_control]
+    valid = every_valid[~is_control]  # the candidates' rows: a control is never one, of any method
+    left_out = sorted(control_rows["configuration"])
+    pool, cand, basis = _candidates(valid, within_best, phase)
+
+    def median(name: str) -> float:
+        v = valid[valid["configuration"] == name]["output_tok_s_median"]
+        return float(v.iloc[0]) if len(v) else float("nan")
+
+    row: dict[str, Any] = {
+        "model": model,
+        "corpus": corpus,
+        "device": g["device"].iloc[0],
+        "basis": basis,
+        "phase": phase,
+        "candidate": "" if cand is None else cand["configuration"],
+        "candidate_tok_s": float("nan") if cand is None else float(cand["output_tok_s_median"]),
+        "van_tok_s": median("van"),
+        "suf_tok_s": median("suf"),
+        "recommended_tok_s": float("nan"),
+        "runner_up": "",
+        "runner_up_tok_s": float("nan"),
+        "ratio": float("nan"),
+        "ci_low": None,
+        "ci_high": None,
+        "n": 0,
+        "clear": None,
+        "unpadded": "",
+        "unpadded_tok_s": float("nan"),
+        "over_unpadded": float("nan"),
+        "over_unpadded_ci_low": None,
+        "over_unpadded_ci_high": None,
+        "over_unpadded_n": 0,
+        "van_runner": "",
+        "faster_controls": "",
+    }
+    not_candidates = (
+        f"; {', '.join(left_out)} left out as control{'s' if len(left_out) > 1 else ''} (control: true in the "
+        "config: measured, not a way to serve)"
+        if left_out
+        else ""
+    )
+    if not pool:
+        why = "no configuration other than controls has a valid run" if left_out else "no configuration has a valid run"
+        row.update(recommended="", method="", k=pd.NA, reason=why + not_candidates)
+        return row
+    win = pool[0]
+    listed = ", ".join(f"{r['configuration']} {float(r['output_tok_s_median']):,.1f}" for r in pool)
+    cell_runs = None
+    if run_table is not None and len(run_table):
+        cell_runs = run_table[(run_table["model"] == model) & (run_table["corpus"] == corpus)]
+    if len(pool) == 1:
+        reason = (
+            f"{win['configuration']} is the only candidate with a valid median ({listed} tok/s): the cell has"
+            " no valid van, suf, nopad or other configuration to compare it with"
+        )
+    else:
+        runner = pool[1]
+        c = _comparison(win, runner, cell_runs, phase)
+        if c["basis_ratio"] == "paired" and c["ratio"] < 1:
+            # within the same repeats the runner-up wins: that beats medians of other times (or phases)
+            win, runner, c = runner, win, _swapped(c)
+        clear, words = _verdict(win["configuration"], runner["configuration"], c)
+        row.update(
+            runner_up=runner["configuration"],
+            runner_up_tok_s=float(runner["output_tok_s_median"]),
+            ratio=c["ratio"],
+            ci_low=c["ci_low"],
+            ci_high=c["ci_high"],
+            n=c["n"],
+            clear=clear,
+        )
+        reason = f"{words}; medians {listed} tok/s"
+        if "van" in {win["method"], runner["method"]} and win["method"] != runner["method"]:
+            van, other = (win, runner) if win["method"] == "van" else (runner, win)
+            note = runner_note(cell_runs, phase, str(van["configuration"]), str(other["configuration"]))
+            reason += f"; {note}" if note else ""
+    method = "kpad" if win["method"] == "bestkpad" else str(win["method"])
+    row.update(
+        recommended=win["configuration"],
+        recommended_tok_s=float(win["output_tok_s_median"]),
+        method=method,
+        k=int(win["k"]) if pd.notna(win["k"]) else pd.NA,
+    )
+    faster, alone_words, tail = _controls_words(win, control_rows, cell_runs, phase, alone=len(pool) == 1)
+    reason += alone_words + _edge_note(cells, model, corpus, win, method, controls)
+    if method in runs.PADDED_METHODS:
+        gain, words = _padding_gain(win, valid, cell_runs, phase)
+        row.update(gain)
+        reason += f"; {words}"
+    if method != "van" and "van" in set(valid["configuration"]):
+        row["van_runner"] = runner_note(cell_runs, phase, "van", str(win["configuration"]))
+    row.update(faster_controls=faster, reason=reason + not_candidates + tail)
+    return row
 
 
 def command_line(
@@ -279,7 +432,9 @@ def command_line(
     environment, so only what the study sets is shown, less ``VLLM_PORT``) from ``config`` (server, taskset, models, the
     suf settings; the server CPUs of the first taskset slot); the model path is ``results/models/<model>`` for a
     model of ``config``, else the model's
-    name (put its checkpoint there). Device: cpu when the cell ran on CPU, else cuda.
+    name (put its checkpoint there). Device: cpu when the cell ran on CPU, else cuda. A configuration that does
+    not pad (van, suf, nopad, ngram) gets none of :data:`PLUGIN_ONLY_ENV`: it serves on vLLM and arctic-inference
+    alone.
 
     Raises:
         ValueError: ``rec`` has no recommendation (no valid run in the cell).
@@ -315,6 +470,9 @@ def command_line(
     )
     env = runs.server_env({}, configuration=cfg, server=server, device=device, plugin_path=plugin_path, vllm_port=port)
     env.pop("VLLM_PORT")  # the study's per-run base for vLLM's internal ports; a served model keeps vLLM's default
+    if not cfg.pad:  # the study loads the plugin in every run to count; serving unpadded needs none of it
+        for name in PLUGIN_ONLY_ENV:
+            env.pop(name, None)
     return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in cmd)])
 
 
@@ -332,12 +490,14 @@ def to_markdown(
     lines = [
         f"# {title}",
         "",
-        f"Rule: the candidates are the best kpad K (the smallest within {100 * within_best:g}% of the best kpad "
-        "median output tok/s; in a confirmed cell the better of its confirmed best and second-best K) and every "
-        "configuration outside the K sweep (van, suf, ngram, ...) but controls (control: true in the config); the "
-        "highest median is recommended and compared "
+        "Rule: every configuration that is a way to serve is a candidate - van, suf, nopad (plain vLLM suffix "
+        "decoding at a K, any cudagraph mode), ngram, kpad, kpadauto, ... - but controls (control: true in the "
+        f"config); kpad and nopad count by their best K (the smallest within {100 * within_best:g}% of the method's "
+        "best median output tok/s; kpad Ks whose runs lost their FULL cudagraphs left out; in a confirmed cell the "
+        "better of its confirmed best and second-best kpad K). The highest median is recommended and compared "
         "with the runner-up: within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else "
-        "by the medians. Every number of a cell comes from one phase: its confirmation where it has one, else "
+        "by the medians; a padded pick also with the best unpadded configuration at its K, the only reason to "
+        "carry the patch. Every number of a cell comes from one phase: its confirmation where it has one, else "
         "its sweep.",
         "",
     ]

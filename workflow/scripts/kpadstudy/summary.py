@@ -1,5 +1,6 @@
 """The study's summary, printed at the end of every study and by ``snakemake from_cache``: per cell the advised
-configuration, its ratio over van and over suf (within repeats, with the interval and n of
+configuration, its ratio over van, over suf and, when it pads, over the best unpadded configuration at its K
+(within repeats, with the interval and n of
 :mod:`kpadstudy.paired`; from medians where no run records exist, e.g. the published study), the flags that
 qualify it (drift, graph lost, noisy, no valid run, single measurement / n = 2, slower than controls), and where
 the files went.
@@ -12,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from . import paired
+from .runs import PADDED_METHODS
 
 
 def _ratio_text(ratio: float, lo: Any, hi: Any, n: int, basis: str) -> str:
@@ -25,9 +27,9 @@ def _ratio_text(ratio: float, lo: Any, hi: Any, n: int, basis: str) -> str:
 
 
 def cell_ratio(rec: pd.Series, other: str, pairs: pd.DataFrame | None) -> tuple[float | None, Any, Any, int, str]:
-    """The advised configuration over ``other`` (``van`` or ``suf``) in one cell: ``(ratio, ci_low, ci_high, n,
-    basis)``, ``basis`` "paired" (the :func:`kpadstudy.paired.paired_table` row of the cell's phase, either
-    direction) or "medians" (``rec``'s medians: no paired row). None when either side has no number."""
+    """The advised configuration over ``other`` (``van``, ``suf`` or its ``unpadded`` one) in one cell: ``(ratio,
+    ci_low, ci_high, n, basis)``, ``basis`` "paired" (the :func:`kpadstudy.paired.paired_table` row of the cell's
+    phase, either direction) or "medians" (``rec``'s medians: no paired row). None when either side has no number."""
     name = rec["recommended"]
     if pairs is not None and len(pairs):
         cell = pairs[(pairs["model"] == rec["model"]) & (pairs["corpus"] == rec["corpus"])]
@@ -42,7 +44,7 @@ def cell_ratio(rec: pd.Series, other: str, pairs: pd.DataFrame | None) -> tuple[
                     return 1 / r["ratio"], lo, hi, int(r["n"]), "paired"
                 return float(r["ratio"]), r["ci_low"], r["ci_high"], int(r["n"]), "paired"
     ours = rec.get("recommended_tok_s")
-    theirs = rec.get(f"{other}_tok_s")
+    theirs = rec.get("unpadded_tok_s") if other == rec.get("unpadded") else rec.get(f"{other}_tok_s")
     if ours is None or theirs is None or pd.isna(ours) or pd.isna(theirs) or not theirs:
         return None, None, None, 0, "medians"
     return float(ours) / float(theirs), None, None, 1, "medians"
@@ -62,8 +64,11 @@ def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: in
     confirmation median is that far off their sweep median), ``graph lost (kpad16)``, ``noisy (van)`` (cells
     ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``single
     measurement`` / ``n = 2`` (paired repeats behind the advice), ``slower than controls (vansyncv1, vansync)``
-    (:func:`kpadstudy.advice.recommend`'s ``faster_controls``)."""
+    (:func:`kpadstudy.advice.recommend`'s ``faster_controls``); first the recommendation's ``van_runner`` (van and
+    the pick ran on different model runners or async scheduling)."""
     out = []
+    if rec.get("van_runner"):
+        out.append(rec["van_runner"])
     if rec.get("faster_controls"):
         out.append(f"slower than controls ({rec['faster_controls']})")
     key = (cells["model"] == rec["model"]) & (cells["corpus"] == rec["corpus"])
@@ -122,7 +127,8 @@ def summary_text(
             lines.append(f"{head}: nothing to advise ({rec['reason']})")
             continue
         parts, ns = [], []
-        for other in ("van", "suf"):
+        unpadded = rec.get("unpadded") or ""
+        for other in ("van", "suf", *([unpadded] if unpadded not in ("", "suf") else [])):
             if rec["recommended"] == other:
                 continue
             ratio, lo, hi, n, basis = cell_ratio(rec, other, pairs)
@@ -132,6 +138,8 @@ def summary_text(
             parts.append(f"{_ratio_text(ratio, lo, hi, n, basis)} over {other}")
             if basis == "paired":
                 ns.append(n)
+        if rec.get("method") in PADDED_METHODS and not unpadded:
+            parts.append(f"no unpadded run at K={rec['k']}")
         if ns:
             n_min = min(ns)
         else:  # medians: the repeats behind the advised configuration's median
