@@ -36,13 +36,13 @@ def test_plan_of_the_shipped_config_without_network(tmp_path):
     assert p.returncode == 0, p.stderr
     text = (tmp_path / "results" / "plan.md").read_text()
     assert text in p.stdout  # printed too
-    assert "| Qwen2.5-72B-Instruct | 4 | 126 | 84 | unknown | unknown (Hub not reachable, no size_gb) |" in text
-    assert "| DeepSeek-R1 | 8 | 126 | 84 | unknown |" in text
-    # 11 models x 7 corpora x 6 configurations x 3 repeats; confirmation: 77 cells x (van, suf, best K,
-    # second-best K; no nopad in the shipped config) x 3
-    assert "- server boots: 2,310 (1,386 sweep runs + 924 confirmation runs)" in text
-    # 210 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 1,269.5 GPU-hours, / 8 GPUs
-    assert "- GPU time: 1,269.5 GPU-hours" in text and "- wall time: about 158.7 h" in text
+    assert "| Qwen2.5-72B-Instruct | 4 | 210 | 126 | unknown | unknown (Hub not reachable, no size_gb) |" in text
+    assert "| DeepSeek-R1 | 8 | 210 | 126 | unknown |" in text
+    # 11 models x 7 corpora x 10 configurations (van, suf, kpad and nopad at 4 Ks) x 3 repeats; confirmation:
+    # 77 cells x (van, suf, best K, second-best K, nopad at the best K, best nopad K) x 3
+    assert "- server boots: 3,696 (2,310 sweep runs + 1,386 confirmation runs)" in text
+    # 336 runs per model x 558 s x 39 GPUs in all (sum of tensor parallel sizes) = 2,031.1 GPU-hours, / 8 GPUs
+    assert "- GPU time: 2,031.1 GPU-hours" in text and "- wall time: about 253.9 h" in text
     assert (
         "- one run = boot 300 s + 1032 prompts (32 warm-up + 1000 measured) / 4 requests/s = 558 s "
         "(config plan.boot_s, plan.requests_per_s)" in text
@@ -106,6 +106,8 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
                 "sweep_best_tok_s": 180.0,
                 "second_k": 4,
                 "second": "kpad4",
+                "best_nopad_k": None,
+                "best_nopad": None,
             }
         ],
     }  # d: no valid kpad
@@ -134,6 +136,30 @@ def test_best_k_is_picked_per_cell_and_its_reruns_interleaved():
     }
     one_k = {"repeats": 1, "cells": [{"model": "m", "corpus": "c", "best_k": 4, "second_k": None}]}
     assert confirm.confirm_order(one_k, study) == {("m", "c"): [("van", 1), ("suf", 1), ("ngram7", 1), ("kpad4", 1)]}
+
+
+def test_the_confirmation_reruns_the_best_nopad_k_beside_the_best_kpad_k():
+    """nopad4 (175) is the sweep's best unpadded K, kpad8 (180) its best padded one: the confirmation reruns both,
+    and nopad8 too (padding's own comparison at the best K)."""
+    nopad = [
+        {"model": "m", "corpus": "c", "configuration": n, "method": "nopad", "k": k, "output_tok_s_median": tok}
+        for n, k, tok in [("nopad4", 4, 175.0), ("nopad8", 8, 160.0), ("nopad8full", 8, 175.0)]
+    ]
+    best = confirm.pick_best_k(pd.concat([CELLS, pd.DataFrame(nopad)]), 1)["cells"][0]
+    assert (best["best"], best["second"], best["best_nopad"], best["best_nopad_k"]) == ("kpad8", "kpad4", "nopad4", 4)
+    study = runs.configurations(
+        {
+            "server": {"cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+            "configurations": [
+                {"method": "van"},
+                {"method": "kpad", "k": [4, 8]},
+                {"method": "nopad", "k": [4, 8]},
+                {"name": "nopad8full", "method": "nopad", "k": 8, "cudagraph_mode": "FULL"},
+            ],
+        }
+    )
+    order = confirm.confirm_order({"repeats": 1, "cells": [best]}, study)
+    assert order == {("m", "c"): [("van", 1), ("kpad8", 1), ("kpad4", 1), ("nopad8", 1), ("nopad4", 1)]}
 
 
 def test_confirmed_numbers_are_preferred():

@@ -84,4 +84,9 @@ def test_confirm_configurations_counts_what_the_confirmation_reruns():
     assert plan.confirm_configurations(cfg([van, suf, {"method": "kpad", "k": 8}, {"method": "nopad", "k": 8}])) == 4
     # two kpad Ks: van, suf, best, second-best
     assert plan.confirm_configurations(cfg([van, suf, {"method": "kpad", "k": [4, 8]}])) == 4
+    # nopad at two Ks: nopad at the best K and the best nopad K, which may be the other one
+    assert (
+        plan.confirm_configurations(cfg([van, {"method": "kpad", "k": [4, 8]}, {"method": "nopad", "k": [4, 8]}])) == 5
+    )
+    assert plan.confirm_configurations(cfg([van, {"method": "kpad", "k": 8}, {"method": "nopad", "k": 4}])) == 3
     assert plan.confirm_configurations(cfg([van, suf, {"method": "kpad", "k": 8}], enabled=False)) == 0

@@ -23,11 +23,11 @@ def job_counts(stdout):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M)}
 
 
-def test_full_study_dry_run_plans_462_runs_per_repeat(tmp_path):
+def test_full_study_dry_run_plans_770_runs_per_repeat(tmp_path):
     p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / "config.yaml"), workdir=tmp_path)
     assert p.returncode == 0, p.stderr
     counts = job_counts(p.stdout + p.stderr)
-    assert counts["run"] == 462 * 3
+    assert counts["run"] == 770 * 3  # 77 cells x (van, suf, kpad and nopad at K 4, 6, 8, 12)
     assert (counts["model"], counts["corpus"], counts["mix"]) == (11, 6, 1)
 
 

@@ -3,9 +3,10 @@
 The sweep's best kpad K is the highest of several noisy medians, so its number is biased upward (the
 winner's curse). After the sweep, each cell runs again, in its own interleaved repeats (``confirm.repeats``,
 paths under ``results/confirm/``, order shuffled per repeat with ``order_seed``): van, suf and every other
-configuration outside the K sweep (ngram, Trident-like entries), the best kpad K, the second-best kpad K, and
-nopad at the best K when the study sweeps nopad there. A confirmed cell's comparisons (figures, comparison,
-advice) then come from those repeats only, never from a mix of sweep and confirmation numbers.
+configuration outside the K sweeps (ngram, kpadauto, Trident-like entries), the best kpad K, the second-best kpad
+K, nopad at the best kpad K when the study sweeps nopad there, and the best nopad K (unpadded suffix decoding is a
+way to serve too, so a confirmed cell has a confirmed unpadded number). A confirmed cell's comparisons (figures,
+comparison, advice) then come from those repeats only, never from a mix of sweep and confirmation numbers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from . import runs, tables
 
 def pick_best_k(cells: pd.DataFrame, repeats: int, controls: Collection[str] = ()) -> dict[str, Any]:
     """The content of a cell's ``results/confirm/{model}/{corpus}/best_k.json``: the sweep's best and
-    second-best kpad configurations.
+    second-best kpad configurations, and its best nopad configuration.
 
     Args:
         cells: the sweep's cells table (:func:`kpadstudy.tables.cells`), of one cell or several.
@@ -31,16 +32,20 @@ def pick_best_k(cells: pd.DataFrame, repeats: int, controls: Collection[str] = (
 
     Returns:
         ``{"repeats": repeats, "cells": [{"model", "corpus", "best_k", "best", "sweep_best_tok_s", "second_k",
-        "second"}, ...]}``, sorted by model and corpus: ``best`` / ``second`` are configuration names (two kpad
-        entries may share a K), ``best_k`` / ``second_k`` their Ks; the second is the kpad configuration with the
-        next-highest valid median (None when only one has one). Configurations whose runs lost their FULL
-        cudagraphs, or without a K, are never picked; a cell without any valid kpad median is left out.
+        "second", "best_nopad_k", "best_nopad"}, ...]}``, sorted by model and corpus: ``best`` / ``second`` are
+        configuration names (two kpad entries may share a K), ``best_k`` / ``second_k`` their Ks; the second is the
+        kpad configuration with the next-highest valid median (None when only one has one). kpad configurations whose
+        runs lost their FULL cudagraphs, or without a K, are never picked; a cell without any valid kpad median is
+        left out. ``best_nopad`` is the nopad configuration with the highest valid median (the smaller K on a tie;
+        any cudagraph mode), None when none has one.
     """
     rows = []
     for (model, corpus), group in cells[~cells["configuration"].isin(controls)].groupby(["model", "corpus"], sort=True):
         kp, _ = tables.ranked_kpad(group)
         if not len(kp):
             continue
+        nopad = group[(group["method"] == "nopad") & group["output_tok_s_median"].notna() & group["k"].notna()]
+        nopad = nopad.sort_values(["output_tok_s_median", "k"], ascending=[False, True], kind="stable")
         rows.append(
             {
                 "model": model,
@@ -50,6 +55,8 @@ def pick_best_k(cells: pd.DataFrame, repeats: int, controls: Collection[str] = (
                 "sweep_best_tok_s": float(kp.iloc[0]["output_tok_s_median"]),
                 "second_k": int(kp.iloc[1]["k"]) if len(kp) > 1 else None,
                 "second": str(kp.iloc[1]["configuration"]) if len(kp) > 1 else None,
+                "best_nopad_k": int(nopad.iloc[0]["k"]) if len(nopad) else None,
+                "best_nopad": str(nopad.iloc[0]["configuration"]) if len(nopad) else None,
             }
         )
     return {"repeats": int(repeats), "cells": rows}
@@ -66,9 +73,10 @@ def confirm_order(
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
     """Per cell the interleaved order of its confirmation runs, repeat by repeat.
 
-    Each repeat runs every configuration of the study outside the K sweep (van, suf, ngram, Trident-like
-    entries: methods other than kpad and nopad), the best kpad K, the second-best kpad K (when the cell has
-    one) and nopad at the best K (when the study has that configuration), shuffled inside the repeat with
+    Each repeat runs every configuration of the study outside the K sweeps (van, suf, ngram, kpadauto,
+    Trident-like entries: methods other than kpad and nopad), the best kpad K, the second-best kpad K (when the
+    cell has one), nopad at the best kpad K (when the study has that configuration) and the best nopad
+    configuration (``best_nopad``, when the cell has one), shuffled inside the repeat with
     ``random.Random(f"confirm/{seed}/{repeat}")`` (``seed`` None keeps the listed order).
 
     Args:
@@ -86,8 +94,8 @@ def confirm_order(
         ks = [c.get("best") or _named(configurations, "kpad", c["best_k"]) or f"kpad{c['best_k']}"]
         if c.get("second_k") is not None:
             ks.append(c.get("second") or _named(configurations, "kpad", c["second_k"]) or f"kpad{c['second_k']}")
-        nopad = _named(configurations, "nopad", c["best_k"])
-        names = list(dict.fromkeys(others + ks + ([nopad] if nopad else [])))
+        nopads = [_named(configurations, "nopad", c["best_k"]), c.get("best_nopad")]
+        names = list(dict.fromkeys(others + ks + [n for n in nopads if n]))
         order = []
         for repeat in range(1, best_k["repeats"] + 1):
             block = list(names)

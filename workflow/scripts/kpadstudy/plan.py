@@ -61,19 +61,23 @@ def model_size(
 
 def confirm_configurations(config: dict[str, Any]) -> int:
     """How many configurations the confirmation reruns per cell (each ``confirm.repeats`` times): those outside
-    the K sweep (van, suf, ngram, Trident-like entries), the best K, the second-best K (with two or more kpad
-    Ks) and nopad at the best K (where nopad is swept at a kpad K: an upper bound, the best K may have no nopad
-    twin); 0 without a confirmation or without a kpad entry."""
+    the K sweeps (van, suf, ngram, kpadauto, Trident-like entries), the best K, the second-best K (with two or
+    more kpad Ks), nopad at the best K (where nopad is swept at a kpad K: an upper bound, the best K may have no
+    nopad twin) and the best nopad K (where it can be another nopad configuration than that twin: an upper bound
+    too); 0 without a confirmation or without a kpad entry."""
     configs = runs.configurations(config)
     confirm = config.get("confirm") or {"enabled": False}
     if not (confirm["enabled"] and any(c.method == "kpad" for c in configs)):
         return 0
     kpad_ks = {c.k for c in configs if c.method == "kpad"}
+    nopads = [c for c in configs if c.method == "nopad"]
+    at_best = any(c.k in kpad_ks for c in nopads)
     return (
         sum(c.method not in ("kpad", "nopad") for c in configs)
         + 1
         + (len(kpad_ks) > 1)
-        + any(c.method == "nopad" and c.k in kpad_ks for c in configs)
+        + at_best
+        + (len(nopads) > 1 or (len(nopads) == 1 and not at_best))  # the best nopad can be another than the twin
     )
 
 
@@ -90,8 +94,8 @@ def plan(
         ``{"models": [{name, tensor_parallel_size, gpus_per_run, size_gb, size_from, runs, run_s}], "runs",
         "confirm_runs", "boots", "disk_gb" (None if any size is unknown), "disk_known_gb", "gpu_s",
         "wall_s", "assumptions": [str, ...], "off": [{name, runs, confirm_runs, gpu_s}]}``. ``confirm_runs`` counts
-        the confirmation's configurations outside the K sweep, the best and second-best K, and nopad at the
-        best K where nopad is swept at a kpad K (an upper bound: the best K may have no nopad twin) per cell;
+        the confirmation's configurations outside the K sweeps, the best and second-best K, nopad at the best K
+        where nopad is swept at a kpad K and the best nopad K (upper bounds, :func:`confirm_configurations`) per cell;
         ``boots`` = runs + confirm_runs (one server each; equivalence checks are not boots); ``off`` lists what
         each configuration switched off in the config (``enabled: false``) would add.
     """
