@@ -520,7 +520,7 @@ def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_pla
     # plain vLLM with arctic-inference installed: no K-pad plugin, no PYTHONPATH, no padding flag
     assert shlex.split(line) == ["ARCTIC_INFERENCE_ENABLED=0", *cmd]
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
-    assert "## M / mix (cuda): nopad8" in md and "VLLM_PLUGINS" not in md
+    assert "## M / mix (cuda): nopad8" in md and "VLLM_PLUGINS" not in md and advice.PAD_METRICS_MEASURED not in md
     text = summary.summary_text(advice.recommend(cells, run_table=runs_), cells, runs_).splitlines()[2]
     # nopad8 / van = 140/100, 150/110, 130/90: 1.402 (1.31-1.51)
     assert text == (
@@ -557,6 +557,8 @@ def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
     assert "1.20x (1.08-1.33, n = 3) over nopad8" in summary.summary_text(
         advice.recommend(cells, run_table=runs_), cells, runs_
     )
+    md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
+    assert advice.PAD_METRICS_MEASURED in md  # what was measured, said once above the cells
     line = advice.command_line(r, SERVE_CFG)  # the padded pick keeps what the patch needs
     assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=")
 
@@ -596,7 +598,7 @@ def test_van_against_a_speculative_pick_names_their_model_runners():
     r = advice.recommend(cells, run_table=runs_).iloc[0]
     note = (
         "van ran on Model Runner V2 with async scheduling, nopad8 on Model Runner V1 without async scheduling "
-        "(vLLM 0.26.0, from the run records): the ratio holds that difference too"
+        "(vLLM 0.26.0, from the run records): the ratio includes that difference"
     )
     assert (r["recommended"], r["runner_up"], r["van_runner"]) == ("nopad8", "van", note)
     assert r["reason"].endswith(f"; {note}")
@@ -607,3 +609,101 @@ def test_van_against_a_speculative_pick_names_their_model_runners():
     )
     same = runs_.assign(model_runner="v1", async_scheduling=False)
     assert advice.recommend(cells, run_table=same).iloc[0]["van_runner"] == ""
+
+
+def test_the_pick_is_the_candidate_no_other_beats_within_repeats():
+    """By median kpad8 (130) leads nopad8 (125) and suf (120), but within repeats suf beats both (suf / kpad8 =
+    120/100, 120/130, 220/200; suf / nopad8 = 120/110, 120/125, 220/210: 1.032, t(2) on the logs 0.877-1.213) and
+    nopad8 beats kpad8: suf is the pick,
+    nopad8 (the closest within repeats) its runner-up."""
+    runs_, cells = _cells_of(
+        {
+            "van": [90.0, 90.0, 90.0],
+            "kpad8": [100.0, 130.0, 200.0],
+            "nopad8": [110.0, 125.0, 210.0],
+            "suf": [120.0, 120.0, 220.0],
+        }
+    )
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["n"]) == ("suf", "nopad8", 3)
+    assert r["ratio"] == pytest.approx(((120 / 110) * (120 / 125) * (220 / 210)) ** (1 / 3))
+    assert r["reason"].startswith("no clear winner between suf and nopad8 (0.88-1.21, 95% CI, 2 of 3 repeats); suf has")
+    assert "suf has the higher point estimate within repeats (nopad8 has the higher median)" in r["reason"]
+
+
+def test_candidates_that_beat_one_another_in_a_cycle_fall_back_to_the_highest_median():
+    """Each pair ran together in one repeat only: van / suf 1.2 (r1), suf / ngram7 1.1 (r2), ngram7 / van 1.1 (r3).
+    No candidate is unbeaten, so the highest median (van, 110) is the pick, against ngram7, which beat it."""
+    rows = [
+        ("van", "van", 0, 1, 120.0),
+        ("suf", "suf", 32, 1, 100.0),
+        ("suf", "suf", 32, 2, 110.0),
+        ("ngram7", "ngram", 7, 2, 100.0),
+        ("ngram7", "ngram", 7, 3, 110.0),
+        ("van", "van", 0, 3, 100.0),
+    ]
+    runs_ = pd.DataFrame(
+        [
+            {"model": "M", "corpus": "mix", "configuration": c, "method": m, "k": k, "pad": False, "repeat": rep,
+             "phase": "sweep", "status": "ok", "output_tok_s": tok, "device": "cuda"}
+            for c, m, k, rep, tok in rows
+        ]
+    )  # fmt: skip
+    r = advice.recommend(tables.cells(runs_), run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["clear"]) == ("van", "ngram7", False)
+    assert r["reason"] == (
+        "no clear winner between van and ngram7 (single measurement, 0 of 1 repeats); ngram7 has the higher point "
+        "estimate within repeats, van the higher median; medians van 110.0, ngram7 105.0, suf 105.0 tok/s; within "
+        "repeats each candidate is beaten by another, so the pick is the highest median"
+    )
+
+
+def test_a_van_pick_names_the_runners_too_and_an_unrecorded_setting_is_left_out():
+    runs_, cells = _cells_of({"van": [130.0, 131.0, 129.0], "kpad8": [120.0, 121.0, 119.0]})
+    runs_["model_runner"] = ["v2" if c == "van" else "v1" for c in runs_["configuration"]]
+    runs_["async_scheduling"] = [None if c == "van" else False for c in runs_["configuration"]]  # no log line
+    runs_["version_vllm"] = "0.26.0"
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"]) == ("van", "kpad8")
+    assert r["van_runner"] == (
+        "van ran on Model Runner V2, kpad8 on Model Runner V1 (vLLM 0.26.0, from the run records): the ratio includes "
+        "that difference"
+    )
+    assert (
+        summary.summary_text(advice.recommend(cells, run_table=runs_), cells, runs_)
+        .splitlines()[2]
+        .endswith(f"flags: {r['van_runner']}")
+    )
+
+
+def test_a_confirmation_without_the_sweeps_best_nopad_k_says_so():
+    """A confirmation planned before the best nopad K was rerun (an older best_k.json): the sweep's fastest
+    configuration, nopad4, is not among the confirmed ones, and the advice says so instead of dropping it."""
+    sweep = pd.DataFrame(
+        [
+            cell("van", "van", 0, 100.0),
+            cell("kpad8", "kpad", 8, 140.0),
+            cell("nopad4", "nopad", 4, 150.0),
+            cell("nopad8", "nopad", 8, 120.0),
+        ]
+    )
+    confirmed = pd.DataFrame(
+        [cell("van", "van", 0, 100.0), cell("kpad8", "bestkpad", 8, 140.0), cell("nopad8", "nopad", 8, 118.0)]
+    ).assign(phase="confirm")
+    r = advice.recommend(confirm.prefer_confirmed(sweep, confirmed)).iloc[0]
+    assert (r["recommended"], r["phase"], r["unpadded"]) == ("kpad8", "confirm", "nopad8")
+    assert r["reason"].endswith(
+        "; nopad4, the sweep's best nopad K (150.0 tok/s there), was not rerun in the confirmation (planned before "
+        "the confirmation reran the best nopad K): rerun it beside the pick before relying on this"
+    )
+
+
+def test_a_kpadauto_pick_the_config_lacks_gets_no_guessed_command():
+    cells = pd.DataFrame([cell("van", "van", 0, 100.0), cell("kpadauto12", "kpadauto", 12, 130.0)])
+    recs = advice.recommend(cells)
+    with pytest.raises(ValueError, match="kpadauto12 is not a configuration of this config, so its draft lengths"):
+        advice.command_line(recs.iloc[0], SERVE_CFG)
+    assert (
+        "No serve command: M / mix: kpadauto12 is not a configuration of this config, so its draft lengths are "
+        "unknown: serve it with the entry of the config that ran it." in advice.to_markdown(recs, SERVE_CFG)
+    )

@@ -1,11 +1,11 @@
 # Confirmation of the K-sweep's best K (config `confirm`): the sweep's best kpad K is the max of noisy
-# medians, so it is biased upward; van, suf, the best and second-best K (and nopad at the best K) are
-# measured again in their own interleaved repeats, apart from the sweep (kpadstudy.confirm).
+# medians, so it is biased upward; van, suf, the best and second-best K, nopad at the best K and the best nopad
+# K are measured again in their own interleaved repeats, apart from the sweep (kpadstudy.confirm).
 
 
 checkpoint best_k:
-    """One cell's best and second-best kpad K, from that cell's sweep records only: a new or changed record
-    re-plans the confirmation of its own cell, no other."""
+    """One cell's best and second-best kpad K and its best nopad K, from that cell's sweep records only: a new or
+    changed record re-plans the confirmation of its own cell, no other."""
     input:
         cell_runs,
     output:

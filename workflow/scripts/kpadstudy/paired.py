@@ -71,18 +71,18 @@ def summarize(ratios: list[float], confidence: float = CONFIDENCE) -> dict:
 def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str, int]) -> list[tuple[str, str]]:
     """The comparisons the product states, as ``(numerator, denominator)`` configuration names.
 
-    kpad K and kpadauto K over nopad K (equal K; the core result), kpadauto over every kpad K (its target: the
-    best fixed K) and over every van variant (``vansync``: van with async scheduling off, as vLLM runs suffix decoding),
-    every named variant over the default entry of its method and K (``kpad16nosize`` over ``kpad16``;
-    ``trident``, a suf variant, is covered by the next) or, without that entry, over the first-listed entry of
-    its method and K (``vansyncv1`` over ``vansync`` where no plain van ran), then every configuration over
-    ``van`` and every speculative configuration over ``suf`` (where those are present), in the order given;
-    no pair twice.
+    kpad K and kpadauto K over every unpadded configuration at that K (nopad K, a suf entry at K; the core
+    result), kpadauto over every kpad K (its target: the best fixed K) and over every van variant (``vansync``:
+    van with async scheduling off, as vLLM runs suffix decoding), every named variant over the default entry of
+    its method and K (``kpad16nosize`` over ``kpad16``; ``trident``, a suf variant, is covered by the next) or,
+    without that entry, over the first-listed entry of its method and K (``vansyncv1`` over ``vansync`` where no
+    plain van ran), then every configuration over ``van`` and every speculative configuration over ``suf`` (where
+    those are present), in the order given; no pair twice.
     """
     out: list[tuple[str, str]] = []
     for c in configurations:
         if methods[c] in ("kpad", "kpadauto"):
-            out += [(c, o) for o in configurations if methods[o] == "nopad" and ks[o] == ks[c]]
+            out += [(c, o) for o in configurations if methods[o] in ("nopad", "suf") and ks[o] == ks[c]]
     for c in configurations:
         if methods[c] == "kpadauto":
             out += [(c, o) for o in configurations if methods[o] == "kpad"]
