@@ -222,6 +222,22 @@ def test_a_confirmed_cell_is_advised_from_its_confirmation_only():
     )
 
 
+def _served_argv(cfg: dict, configuration: runs.Configuration, tensor_parallel_size: int = 1) -> list[str]:
+    """What advice.command_line must print after its environment: model M on CUDA, CPUs 0-3, port 8000."""
+    return runs.server_command(
+        model_path="results/models/M",
+        served_model_name="M",
+        port=8000,
+        configuration=configuration,
+        server=cfg["server"],
+        tensor_parallel_size=tensor_parallel_size,
+        device="cuda",
+        cpus="0-3",
+        max_concurrency=32,
+        python="python",
+    )
+
+
 def test_command_line_is_built_from_server_command_and_env():
     cfg = {
         "server": {
@@ -236,19 +252,7 @@ def test_command_line_is_built_from_server_command_and_env():
         "taskset": {"server": "0-3"},
     }
     line = advice.command_line(advice.recommend(CELLS).iloc[0], cfg)
-    kpad4 = runs.configurations(cfg)[2]
-    cmd = runs.server_command(
-        model_path="results/models/M",
-        served_model_name="M",
-        port=8000,
-        configuration=kpad4,
-        server=cfg["server"],
-        tensor_parallel_size=2,
-        device="cuda",
-        cpus="0-3",
-        max_concurrency=32,
-        python="python",
-    )
+    cmd = _served_argv(cfg, runs.configurations(cfg)[2], tensor_parallel_size=2)
     assert line.startswith(
         "ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=workflow/scripts "
         "taskset -c 0-3 python -m vllm"
@@ -504,19 +508,7 @@ def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_pla
         "K=8 is at the edge of the swept Ks 4-8: a K beyond may do better"
     )
     line = advice.command_line(r, SERVE_CFG)
-    nopad8 = runs.configurations(SERVE_CFG)[4]
-    cmd = runs.server_command(
-        model_path="results/models/M",
-        served_model_name="M",
-        port=8000,
-        configuration=nopad8,
-        server=SERVE_CFG["server"],
-        tensor_parallel_size=1,
-        device="cuda",
-        cpus="0-3",
-        max_concurrency=32,
-        python="python",
-    )
+    cmd = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[4])
     # plain vLLM with arctic-inference installed: no K-pad plugin, no PYTHONPATH, no padding flag
     assert shlex.split(line) == ["ARCTIC_INFERENCE_ENABLED=0", *cmd]
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
