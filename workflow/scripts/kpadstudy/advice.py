@@ -266,6 +266,17 @@ def runner_note(cell_runs: pd.DataFrame | None, phase: str, van: str, other: str
     )
 
 
+def _valid_sweep(cells: pd.DataFrame, model: str, corpus: str, controls: Collection[str]) -> pd.DataFrame:
+    """One cell's K-sweep rows with a valid median, controls left out."""
+    sweep = tables.sweep_rows(cells)
+    return sweep[
+        (sweep["model"] == model)
+        & (sweep["corpus"] == corpus)
+        & sweep["output_tok_s_median"].notna()
+        & ~sweep["configuration"].isin(controls)
+    ]
+
+
 def _edge_note(
     cells: pd.DataFrame, model: str, corpus: str, win: pd.Series, method: str, controls: Collection[str]
 ) -> str:
@@ -273,15 +284,8 @@ def _edge_note(
     swept K, else ""."""
     if method not in SWEPT_METHODS or pd.isna(win["k"]):
         return ""
-    sweep = tables.sweep_rows(cells)
-    sweep = sweep[
-        (sweep["model"] == model)
-        & (sweep["corpus"] == corpus)
-        & (sweep["method"] == method)
-        & sweep["output_tok_s_median"].notna()
-        & ~sweep["configuration"].isin(controls)
-    ]
-    swept = sorted({int(k) for k in sweep["k"]})
+    sweep = _valid_sweep(cells, model, corpus, controls)
+    swept = sorted({int(k) for k in sweep[sweep["method"] == method]["k"]})
     k = int(win["k"])
     if len(swept) > 1 and k in (swept[0], swept[-1]):
         return f"; K={k} is at the edge of the swept Ks {swept[0]}-{swept[-1]}: a K beyond may do better"
@@ -293,14 +297,7 @@ def _not_rerun(
 ) -> str:
     """``"; nopad4, the sweep's best nopad K, was not rerun ..."`` when a confirmed cell lacks the sweep's best nopad
     configuration (a confirmation planned before it was rerun: a ``best_k.json`` without ``best_nopad``), else ""."""
-    sweep = tables.sweep_rows(cells)
-    sweep = sweep[
-        (sweep["model"] == model)
-        & (sweep["corpus"] == corpus)
-        & sweep["output_tok_s_median"].notna()
-        & ~sweep["configuration"].isin(controls)
-    ]
-    best, _ = _best_k(sweep, "nopad", within_best)
+    best, _ = _best_k(_valid_sweep(cells, model, corpus, controls), "nopad", within_best)
     if best is None or best["configuration"] in set(confirmed["configuration"]):
         return ""
     return (
