@@ -699,3 +699,22 @@ def test_a_kpadauto_pick_the_config_lacks_gets_no_guessed_command():
         "No serve command: M / mix: kpadauto12 is not a configuration of this config, so its draft lengths are "
         "unknown: serve it with the entry of the config that ran it." in advice.to_markdown(recs, SERVE_CFG)
     )
+
+
+def test_a_stand_in_model_is_named_so_in_the_cells_the_advice_and_the_summary():
+    """Records of a widened model carry ``stand_in`` (kpadstudy.widen.model_facts); cells, recommendations.md and
+    the summary repeat it, and a real model's cell has none."""
+    what = "widened SmolLM2-135M-Instruct (llama-3.1-8b): a large model's step costs with a small model's acceptance"
+    runs_, _ = _cells_of({"van": [100.0, 110.0, 90.0], "kpad8": [110.0, 120.0, 100.0], "nopad8": [140.0, 150.0, 130.0]})
+    wide = runs_.assign(model="W", stand_in=what)
+    runs_ = pd.concat([runs_.assign(stand_in=None), wide], ignore_index=True)
+    cells = tables.cells(runs_)
+    assert cells[cells["model"] == "M"]["stand_in"].isna().all()  # None in the rows, NaN in a str column
+    assert list(cells[cells["model"] == "W"]["stand_in"].unique()) == [what]
+    recs = advice.recommend(cells, run_table=runs_)
+    md = advice.to_markdown(recs, SERVE_CFG)
+    assert md.count("**Stand-in model:**") == 1
+    assert f"## W / mix (cuda): nopad8\n\n**Stand-in model:** {what}.\n\nBasis:" in md
+    lines = summary.summary_text(recs, cells, runs_).splitlines()
+    assert lines[2].startswith("- M / mix (sweep): serve nopad8;")
+    assert lines[3].startswith(f"- W / mix (sweep) [stand-in: {what}]: serve nopad8;")

@@ -1,5 +1,6 @@
 """The Snakemake workflow: plans, config validation, lint."""
 
+import json
 import re
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def test_embedded_dry_run(tmp_path):
         ("gpu-auto-mix.yaml", 3 * 3, 0),
         ("gpu-auto-mix-diagnose.yaml", 4 * 3, 0),
         ("gpu-8b-deferred-check.yaml", 1, 0),
+        ("gpu-widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
     ],
 )
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
@@ -169,6 +171,7 @@ def test_slurm_profile_sizes_every_gpu_rule_and_grows_with_attempt(monkeypatch):
         "run": ((360, 720), (128000, 256000)),
         "confirm_run": ((360, 720), (128000, 256000)),
         "equivalence": ((240, 480), (128000, 256000)),
+        "widen_model": ((60, 120), (128000, 256000)),
     }
     for rule, (runtime, mem) in expected.items():
         assert (value(rule, "runtime", 1), value(rule, "runtime", 2)) == runtime, rule
@@ -177,8 +180,57 @@ def test_slurm_profile_sizes_every_gpu_rule_and_grows_with_attempt(monkeypatch):
     assert eval(prof["default-resources"]["runtime"], {"attempt": 2}) == 240
     # every rule that declares a gpu resource is sized here
     gpu_rules = set(re.findall(r"^rule (\w+):(?:(?!^rule ).)*?\bgpu=", _rules_text(), re.M | re.S))
-    assert gpu_rules == {"run", "confirm_run", "equivalence"} and gpu_rules <= set(res)
+    assert gpu_rules == {"run", "confirm_run", "equivalence", "widen_model"} and gpu_rules <= set(res)
 
 
 def _rules_text():
     return "\n".join(p.read_text() for p in sorted((ROOT / "workflow" / "rules").glob("*.smk")))
+
+
+def test_a_widening_is_built_from_its_base_by_the_workflow(tmp_path):
+    """Rule widen_model on the CPU: the embedded model (converted by rule model, not measured) widened 2x in float32;
+    rule tokenizer copies the base's tokenizer; the plan runs only the widened model."""
+
+    def mutate(c):
+        c["models"]["SmolLM2-135M-Instruct"]["measure"] = False
+        c["models"]["smol-2x"] = {
+            "source": "widen",
+            "base": "SmolLM2-135M-Instruct",
+            "shape": dict(
+                hidden_size=1152,
+                num_attention_heads=16,
+                num_key_value_heads=4,
+                intermediate_size=3072,
+                num_hidden_layers=31,
+            ),
+            "dtype": "float32",
+        }
+
+    cfg = write_config(tmp_path, mutate)
+    p = snakemake("-n", "--quiet", "rules", "--configfile", cfg, workdir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    counts = job_counts(p.stdout + p.stderr)
+    assert (counts["run"], counts["model"], counts["widen_model"]) == (1 * 3 * 4, 1, 1)
+    targets = ["results/models/smol-2x", "results/tokenizers/smol-2x"]  # before --configfile, which takes several
+    p = snakemake(*targets, "--cores", "1", "--configfile", cfg, workdir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    info = json.loads((tmp_path / "results" / "models" / "smol-2x" / "widening.json").read_text())
+    assert (info["base"], info["k"], info["wide"]["parameters"], info["built_on"]) == (
+        "SmolLM2-135M-Instruct",
+        2,
+        533_863_296,
+        "cpu",
+    )
+    assert (tmp_path / "results" / "tokenizers" / "smol-2x" / "tokenizer.json").is_file()
+
+
+def test_a_widening_of_no_model_entry_is_refused_at_planning(tmp_path):
+    def mutate(c):
+        c["models"]["wide"] = {"source": "widen", "base": "SmolLM2", "shape": "llama-3.1-8b"}
+
+    p = snakemake("-n", "--configfile", write_config(tmp_path, mutate), workdir=tmp_path)
+    assert p.returncode != 0
+    assert (
+        "models.wide.base is 'SmolLM2', which is not a model entry (['SmolLM2-135M-Instruct', 'wide'])"
+        in p.stdout + p.stderr
+    )

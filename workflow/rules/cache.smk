@@ -88,9 +88,31 @@ rule report_from_cache:
         "../scripts/write_tables.py"
 
 
+rule step_model_from_cache:
+    """The step-cost model of the cached runs (config cache.runs): its table in cache.tables, its figure in
+    cache.figures."""
+    input:
+        runs=[CACHE["runs"]] if CACHE["runs"] else [],
+    output:
+        md=f"{CACHE['tables']}/step_model.md",
+        csv=f"{CACHE['tables']}/step_model.csv",
+        png=f"{CACHE['figures']}/step_model.png",
+        svg=f"{CACHE['figures']}/step_model.svg",
+    log:
+        "results/logs/step_model_from_cache.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        fit_on=config["step_model"]["fit_on"],
+        efficiency=config["step_model"]["efficiency"],
+    script:
+        "../scripts/write_step_model.py"
+
+
 rule from_cache:
     """Figures, tables and the report pages from the cached cells (config cache)."""
     input:
         rules.figures_from_cache.output,
         rules.tables_from_cache.output,
         rules.report_from_cache.output,
+        *([rules.step_model_from_cache.output] if CACHE["runs"] else []),

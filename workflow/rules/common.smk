@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError  # noqa: E402
 from kpadstudy import confirm as kconfirm  # noqa: E402
 from kpadstudy import cpus as kcpus  # noqa: E402
 from kpadstudy import gpus as kgpus  # noqa: E402
+from kpadstudy import models as kmodels  # noqa: E402
 from kpadstudy import runs as kruns  # noqa: E402
 from kpadstudy.configsource import config_source  # noqa: E402
 
@@ -24,6 +25,7 @@ def config_error(message, path=()):
 
 
 try:
+    kmodels.check_models(config["models"])
     CONFIGURATIONS = kruns.configurations(config)
     kruns.check_capture(config)
     # threads of a run job: the CPUs of one taskset slot (server and client together), so runs with small
@@ -40,7 +42,7 @@ except ValueError as err:
     raise config_error(err) from None
 # attempts a run job gets to measure when killed without a record; one more writes its record as lost
 RUN_ATTEMPTS = int(config["node"]["run_attempts"])
-MODELS = list(config["models"])
+MODELS = kmodels.measured(config["models"])
 BASE_CORPORA = list(config["corpora"])
 MIX = config["mix"]["name"] if config["mix"]["components"] else None
 CORPORA = BASE_CORPORA + ([MIX] if MIX else [])
@@ -107,8 +109,18 @@ def _alternatives(names):
     return "|".join(sorted((re.escape(n) for n in names), key=len, reverse=True))
 
 
+# models made by rule widen_model (source widen), the others by rule model
+WIDENED = [m for m, spec in config["models"].items() if spec["source"] == "widen"]
+
+
+def widen_base_tokenizer(wc):
+    """The tokenizer rule's input: a widening's tokenizer is its base's."""
+    spec = config["models"][wc.model]
+    return {"base": f"results/tokenizers/{spec['base']}"} if spec["source"] == "widen" else {}
+
+
 wildcard_constraints:
-    model=_alternatives(MODELS),
+    model=_alternatives(config["models"]),
     corpus=_alternatives(CORPORA),
     configuration=_alternatives([c.name for c in CONFIGURATIONS]),
     repeat=r"\d+",
@@ -211,6 +223,8 @@ def get_final_output():
         REFERENCE_PARQUET,
         "results/ours_vs_published.parquet",
         "results/step_cost.parquet",
+        "results/step_model.md",
+        "figures/step_model.png",
         "results/recommendations.md",
         "results/summary.md",
         "results/report/cells.html",

@@ -13,3 +13,23 @@ rule step_cost:
         "../../envs/analysis.yaml"
     script:
         "../scripts/write_tables.py"
+
+
+rule step_model:
+    """Step-cost model: overheads fitted on one model's runs, kpad K / nopad K predicted per cell (kpadstudy/roofline.py)."""
+    input:
+        runs=["results/runs.parquet", *(["results/confirm/runs.parquet"] if CONFIRM["enabled"] else [])],
+    output:
+        md=report("results/step_model.md", category="Tables", caption=caption("step_model")),
+        csv="results/step_model.csv",
+        png=report("figures/step_model.png", category="Figures", caption=caption("step_model_figure")),
+        svg="figures/step_model.svg",
+    log:
+        "results/logs/step_model.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        fit_on=config["step_model"]["fit_on"],
+        efficiency=config["step_model"]["efficiency"],
+    script:
+        "../scripts/write_step_model.py"

@@ -348,21 +348,19 @@ def recommend(
             :func:`kpadstudy.runs.controls`); a cell's reason names those it left out.
 
     Returns:
-        Columns ``model, corpus, device, recommended`` (configuration name: ``kpad8``, ``nopad8``, ``van``,
-        ``suf``), ``method, k, basis`` ("confirmation", "separate measurement" or "K-sweep": where the kpad
-        candidate's number comes from), ``phase`` (of every number of the row: sweep or confirm),
-        ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
+        Columns ``model, corpus, device, stand_in`` (:func:`kpadstudy.tables.stand_in`), ``recommended`` (configuration
+        name: ``kpad8``, ``nopad8``, ``van``, ``suf``), ``method, k, basis`` ("confirmation", "separate measurement" or
+        "K-sweep": where the kpad candidate's number comes from), ``phase`` (of every number of the row: sweep or
+        confirm), ``candidate`` (the kpad candidate, "" when none has a valid median), ``candidate_tok_s``,
         ``van_tok_s``, ``suf_tok_s``, ``recommended_tok_s`` (the recommendation's median), ``runner_up``,
-        ``runner_up_tok_s``, ``ratio`` (winner / runner-up),
-        ``ci_low``, ``ci_high`` (None below 3 paired repeats), ``n``, ``clear`` (True: the interval lies above 1;
-        False: it holds 1; None: no interval), ``unpadded`` (a padded pick's best unpadded configuration at its K,
-        "" when none or not padded), ``unpadded_tok_s``, ``over_unpadded`` (pick / unpadded, within repeats where
-        both ran), ``over_unpadded_ci_low``, ``over_unpadded_ci_high``, ``over_unpadded_n``, ``van_runner`` (the
-        pick and van ran on different model runners or async scheduling: :func:`runner_note`; "" when not),
-        ``faster_controls`` (the controls that beat the recommendation: within repeats where both ran, else by
-        medians; fastest first, comma-separated; "" when none), ``reason`` (one sentence with the numbers). A cell
-        with no valid median gets ``recommended`` "" and a reason saying so.
-    """
+        ``runner_up_tok_s``, ``ratio`` (winner / runner-up), ``ci_low``, ``ci_high`` (None below 3 paired repeats),
+        ``n``, ``clear`` (True: the interval lies above 1; False: it holds 1; None: no interval), ``unpadded`` (a padded
+        pick's best unpadded configuration at its K, "" when none or not padded), ``unpadded_tok_s``, ``over_unpadded``
+        (pick / unpadded, within repeats where both ran), ``over_unpadded_ci_low``, ``over_unpadded_ci_high``,
+        ``over_unpadded_n``, ``van_runner`` (the pick and van ran on different model runners or async scheduling:
+        :func:`runner_note`; "" when not), ``faster_controls`` (the controls that beat the recommendation: within
+        repeats where both ran, else by medians; fastest first, comma-separated; "" when none), ``reason`` (one sentence
+        with the numbers). A cell with no valid median gets ``recommended`` "" and a reason saying so."""
     return pd.DataFrame(
         [
             _recommend_cell(cells, g, model, corpus, within_best, run_table, controls)
@@ -397,6 +395,7 @@ def _recommend_cell(
         "model": model,
         "corpus": corpus,
         "device": g["device"].iloc[0],
+        "stand_in": tables.stand_in(g),
         "basis": basis,
         "phase": phase,
         "candidate": "" if cand is None else cand["configuration"],
@@ -598,6 +597,7 @@ def to_markdown(
         lines += [
             f"## {r['model']} / {r['corpus']} ({r['device']}): {r['recommended'] or 'none'}",
             "",
+            *([f"**Stand-in model:** {r['stand_in']}.", ""] if isinstance(r.get("stand_in"), str) else []),
             f"Basis: {r['basis']} (numbers of the {r.get('phase', 'sweep')} phase). {r['reason']}.",
             "",
         ]

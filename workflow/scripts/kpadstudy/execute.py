@@ -42,7 +42,7 @@ from typing import Any, Iterator
 
 from kpad_plugin import check_suffix_available, read_stats
 
-from . import boot, corpora, cpus, metrics, ports, runs
+from . import boot, corpora, cpus, metrics, ports, runs, widen
 from .record import (
     BENCH_KEYS,
     CLIENT_LIMIT_FRACTION,
@@ -174,6 +174,7 @@ def execute_run(
     n_gpus = tp if device == "cuda" else 0
 
     record = record_header(config, model, corpus, configuration, repeat, phase, position, device, workflow_commit)
+    record.update(widen.model_facts(Path(model_path)))
     with (
         ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
         cpus.allocated(pin, n_gpus, node, prefer=f"{model}/{corpus}", allowed=allowed_cpus) as (

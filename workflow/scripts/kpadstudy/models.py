@@ -9,6 +9,28 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+def measured(models: dict[str, dict]) -> list[str]:
+    """The models the study measures: every entry of config ``models`` but those with ``measure: false`` (a widening's
+    base that is only built from)."""
+    return [name for name, spec in models.items() if spec.get("measure", True)]
+
+
+def check_models(models: dict[str, dict]) -> None:
+    """Refuse a widening whose ``base`` names no model entry, and a config that measures no model.
+
+    Raises:
+        ValueError: naming the config key and the fix.
+    """
+    for name, spec in models.items():
+        if spec["source"] == "widen" and spec["base"] not in models:
+            raise ValueError(
+                f"models.{name}.base is {spec['base']!r}, which is not a model entry ({sorted(models)}); add the base "
+                "as an entry (with measure: false if it should not be measured) or name one of those"
+            )
+    if not measured(models):
+        raise ValueError("models: every entry has measure: false; measure at least one")
+
+
 def packaged_file(package: str, filename: str) -> Path:
     """Path of ``filename`` inside an installed package, without importing the package.
 
@@ -104,12 +126,17 @@ def gguf_tokenizer(gguf_path: Path, out_dir: Path) -> Path:
     return Path(out_dir)
 
 
-def fetch(spec: dict, out_dir: Path, tokenizer_only: bool = False) -> Path:
+def fetch(spec: dict, out_dir: Path, tokenizer_only: bool = False, base_dir: Path | None = None, node=None) -> Path:
     """Materialize one model of the config (``models.<name>``) into ``out_dir``.
 
-    ``spec.source`` is ``hf`` (``repo``, optional ``revision``) or ``gguf_package`` (``package``, ``file``).
-    With ``tokenizer_only`` only the tokenizer files are written (used to filter prompts by length).
+    ``spec.source`` is ``hf`` (``repo``, optional ``revision``), ``gguf_package`` (``package``, ``file``),
+    ``local`` (``path``) or ``widen`` (``base``, ``shape``: :mod:`kpadstudy.widen`, from the base's checkpoint or,
+    with ``tokenizer_only``, its tokenizer files in ``base_dir``). With ``tokenizer_only`` only the tokenizer
+    files are written (used to filter prompts by length). ``node`` (config ``node``) says which GPUs a widening
+    may take.
     """
+    if spec["source"] == "widen":
+        return widen_model(spec, Path(base_dir), Path(out_dir), tokenizer_only, node or {})
     if spec["source"] == "hf":
         return download_hf(spec["repo"], out_dir, spec.get("revision"), tokenizer_only=tokenizer_only)
     if spec["source"] == "local":
@@ -117,7 +144,7 @@ def fetch(spec: dict, out_dir: Path, tokenizer_only: bool = False) -> Path:
     if spec["source"] == "gguf_package":
         gguf = packaged_file(spec["package"], spec["file"])
         return gguf_tokenizer(gguf, out_dir) if tokenizer_only else convert_gguf(gguf, out_dir)
-    raise ValueError(f"model source {spec['source']!r} unknown; use 'hf', 'gguf_package' or 'local'")
+    raise ValueError(f"model source {spec['source']!r} unknown; use 'hf', 'gguf_package', 'local' or 'widen'")
 
 
 def link_local(path: Path, out_dir: Path, tokenizer_only: bool = False) -> Path:
@@ -141,4 +168,25 @@ def link_local(path: Path, out_dir: Path, tokenizer_only: bool = False) -> Path:
     else:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         out_dir.symlink_to(path.resolve(), target_is_directory=True)
+    return out_dir
+
+
+def widen_model(spec: dict, base_dir: Path, out_dir: Path, tokenizer_only: bool, node: dict) -> Path:
+    """A widened stand-in of the model in ``base_dir`` (:func:`kpadstudy.widen.widen`), built on one free GPU of the
+    node when it has one (held as runs hold theirs, :func:`kpadstudy.gpus.allocated_gpus`), else on the CPU.
+    With ``tokenizer_only`` the base's tokenizer files are copied."""
+    import os
+    import shutil
+
+    from . import gpus
+    from .widen import widen
+
+    if tokenizer_only:
+        shutil.copytree(base_dir, out_dir)
+        return out_dir
+    visible = gpus.visible_gpus(node.get("gpus"))
+    with gpus.allocated_gpus(1 if visible else 0, visible, node.get("lock_dir")) as ids:
+        if ids:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ids[0]
+        widen(base_dir, out_dir, spec["shape"], spec.get("dtype", "bfloat16"), "cuda" if ids else "cpu")
     return out_dir

@@ -12,6 +12,7 @@ On CPU (``device: cpu``) runs go one after another: wall time = sum of the runs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,7 +57,26 @@ def model_size(
     if spec["source"] == "local":
         gb = dir_size_gb(spec["path"])
         return (gb, "local directory") if gb is not None else (None, "unknown (path missing)")
+    if spec["source"] == "widen":
+        return widen_size_gb(spec)
     return None, "unknown (converted from a packaged GGUF)"
+
+
+def widen_size_gb(spec: dict[str, Any], models_dir: str = "results/models") -> tuple[float | None, str]:
+    """A widening's size from its shape: the base's vocabulary and head size from its ``config.json`` when it is
+    built, else SmolLM2-135M's (vocabulary 49,152, heads of 64), the base the named shapes are made for."""
+    from .widen import Shape, target_shape
+
+    cfg_path = Path(models_dir) / spec["base"] / "config.json"
+    if cfg_path.is_file():
+        base, where = Shape.of_config(json.loads(cfg_path.read_text())), "widened shape"
+    else:
+        base, where = Shape(576, 9, 3, 64, 1536, 30, 49152, True), "widened shape (a base like SmolLM2-135M)"
+    try:
+        wide = target_shape(base, spec["shape"])
+    except ValueError as err:
+        return None, f"unknown ({err})"
+    return wide.parameters() * (4 if spec.get("dtype") == "float32" else 2) / 1e9, where
 
 
 def confirm_configurations(config: dict[str, Any]) -> int:
@@ -113,8 +133,9 @@ def plan(
         tp = int(spec.get("tensor_parallel_size", 1))
         gpus = 0 if device == "cpu" else tp
         size, where = model_size(name, spec, hub)
-        n_runs = len(measured_corpora) * n_cfg * repeats
+        n_runs = len(measured_corpora) * n_cfg * repeats * spec.get("measure", True)
         n_conf = len(measured_corpora) * n_confirm_cfg * int(confirm.get("repeats", 0)) if n_confirm_cfg else 0
+        n_conf *= spec.get("measure", True)
         models.append(
             {
                 "name": name,
@@ -138,10 +159,9 @@ def plan(
             if sweeps_k and c.method not in ("kpad", "nopad")
             else 0
         )
-        n_models = len(config["models"])
-        gpus_all = sum(
-            0 if device == "cpu" else int(m.get("tensor_parallel_size", 1)) for m in config["models"].values()
-        )
+        measured = [m for m in config["models"].values() if m.get("measure", True)]
+        n_models = len(measured)
+        gpus_all = sum(0 if device == "cpu" else int(m.get("tensor_parallel_size", 1)) for m in measured)
         off.append(
             {
                 "name": c.name,

@@ -123,6 +123,8 @@ def summary_text(
     lines = [f"# {title}", ""]
     for _, rec in recs.iterrows():
         head = f"- {rec['model']} / {rec['corpus']} ({rec.get('phase', 'sweep')})"
+        if isinstance(rec.get("stand_in"), str):  # None / NaN for a real model
+            head += f" [stand-in: {rec['stand_in']}]"
         if not rec["recommended"]:
             lines.append(f"{head}: nothing to advise ({rec['reason']})")
             continue

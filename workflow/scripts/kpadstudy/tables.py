@@ -90,8 +90,8 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
     ``output_tok_s_mad``, ``output_tok_s_rel_mad`` (MAD / median), ``noisy`` (rel. MAD > 5%; all three unknown,
     NaN / None, below 3 valid repeats: one or two numbers say nothing about the noise), ``client_limited``
     (see :func:`any_client_limited`), ``graph_lost`` (a valid kpad run lost its FULL cudagraphs: record
-    ``graph_lost``), ``statuses`` (e.g. ``"ok:2,invalid:1"``). A configuration with no valid
-    repeat keeps its row with NaN medians, so it shows as failed, never as a number.
+    ``graph_lost``), ``statuses`` (e.g. ``"ok:2,invalid:1"``), ``stand_in`` (:func:`stand_in`). A configuration
+    with no valid repeat keeps its row with NaN medians, so it shows as failed, never as a number.
     """
     out = []
     for key, group in runs.groupby(CELL_KEYS, dropna=False, sort=True):
@@ -118,8 +118,18 @@ def cells(runs: pd.DataFrame) -> pd.DataFrame:
         row["client_limited"] = any_client_limited(ok)
         row["graph_lost"] = bool(lost_graphs(ok).any())
         row["statuses"] = ",".join(f"{s}:{n}" for s, n in group["status"].value_counts().sort_index().items())
+        row["stand_in"] = stand_in(group)
         out.append(row)
     return pd.DataFrame(out)
+
+
+def stand_in(group: pd.DataFrame) -> str | None:
+    """What a stand-in model is (record ``stand_in``, e.g. a widened SmolLM2: :mod:`kpadstudy.widen`), None for a
+    real model or runs older than the column."""
+    if "stand_in" not in group:
+        return None
+    named = group["stand_in"].dropna()
+    return str(named.iloc[0]) if len(named) else None
 
 
 def any_client_limited(valid_runs: pd.DataFrame) -> bool | None:
