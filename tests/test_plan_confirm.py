@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from kpadstudy import confirm, plan, runs
@@ -350,3 +351,24 @@ def test_two_kpad_entries_at_one_k_are_picked_by_name():
     )
     t = confirm.confirmed_cells(records, best)
     assert sorted(zip(t["configuration"], t["method"], strict=True)) == [("kpad8", "kpad"), ("kpad8pw", "bestkpad")]
+
+
+@pytest.mark.parametrize(
+    ("taskset", "wall_h", "why"),
+    [
+        # 12 runs of model a (1 GPU each) and 12 of b (2 GPUs each), 48 s each, plan.gpus 8
+        ({"auto": True}, (12 * 48 / 8 + 12 * 48 / 4) / 3600, "taskset auto: 8 GPUs (config plan.gpus) / 1 per run"),
+        ({"slots": [{"server": "0", "client": "1"}] * 3}, (12 * 48 / 3 + 12 * 48 / 3) / 3600, "taskset.slots: 3 runs"),
+        ({"server": "0-47", "client": "48-55"}, 24 * 48 / 3600, "taskset: one server / client pair, so one run at a"),
+    ],
+)
+def test_the_plan_packs_runs_by_the_rule_the_workflow_runs_them_with(taskset, wall_h, why):
+    cfg = yaml.safe_load((ROOT / "config" / "embedded.yaml").read_text())
+    cfg.update(device="cuda", taskset=taskset, plan={"boot_s": 40, "requests_per_s": 2, "gpus": 8})
+    cfg["models"] = {
+        "a": {"source": "hf", "repo": "x/a", "tensor_parallel_size": 1, "size_gb": 1.0},
+        "b": {"source": "hf", "repo": "x/b", "tensor_parallel_size": 2, "size_gb": 1.0},
+    }
+    pl = plan.plan(cfg, ["sharegpt", "humaneval", "mix"], hub=lambda repo, rev: None)
+    assert pl["wall_s"] / 3600 == pytest.approx(wall_h)
+    assert any(a.startswith(why) for a in pl["assumptions"]), pl["assumptions"]

@@ -6,7 +6,10 @@ prints it. Every assumption is printed with the numbers it produced.
 Wall time (the estimate, not a promise):
     one run             = ``plan.boot_s`` + (warm-up + measured prompts) / ``plan.requests_per_s``   [s]
     GPU-seconds         = sum over runs of (one run x GPUs of its model)
-    wall time           = GPU-seconds / ``plan.gpus`` (runs packed side by side on the node, none idle)
+    wall time           = sum over models of (its runs x one run / its lanes)
+    lanes               = runs of a model side by side, by the rule the workflow packs them with (:func:`lanes`):
+                          ``plan.gpus`` / its GPUs per run with ``taskset: auto`` (the shipped default) or no
+                          pinning, at most the slots with ``taskset.slots``, 1 with one server / client pair
 On CPU (``device: cpu``) runs go one after another: wall time = sum of the runs.
 """
 
@@ -101,6 +104,27 @@ def confirm_configurations(config: dict[str, Any]) -> int:
     )
 
 
+def lanes(config: dict[str, Any], gpus_per_run: int) -> tuple[int, str]:
+    """How many runs of a model go side by side, by the rule the workflow packs them with, and why.
+
+    ``taskset: auto`` or no pinning: as many as the node's GPUs (config ``plan.gpus``) hold at ``gpus_per_run``
+    each; ``taskset.slots``: no more than the slots; one server / client pair, or the CPU: one at a time.
+    """
+    gpus = int(config["plan"]["gpus"])
+    pin = config.get("taskset") or {}
+    if config.get("device") == "cpu" or gpus_per_run == 0:
+        return 1, "device cpu: runs one after another"
+    by_gpu = max(1, gpus // gpus_per_run)
+    if pin.get("auto"):
+        return by_gpu, f"taskset auto: {gpus} GPUs (config plan.gpus) / {gpus_per_run} per run, NUMA-local CPUs each"
+    if pin.get("slots"):
+        n = min(len(pin["slots"]), by_gpu)
+        return n, f"taskset.slots: {n} runs at once ({len(pin['slots'])} slots, {gpus} GPUs / {gpus_per_run} per run)"
+    if pin.get("server") or pin.get("client"):
+        return 1, "taskset: one server / client pair, so one run at a time"
+    return by_gpu, f"no pinning: {gpus} GPUs (config plan.gpus) / {gpus_per_run} per run, CPUs shared"
+
+
 def plan(
     config: dict[str, Any], measured_corpora: list[str], hub: Callable[[str, str | None], float | None] = hub_size_gb
 ) -> dict[str, Any]:
@@ -128,7 +152,7 @@ def plan(
     confirm = config.get("confirm") or {"enabled": False}
     sweeps_k = confirm["enabled"] and any(c.method == "kpad" for c in configs)
     n_confirm_cfg = confirm_configurations(config)
-    models, gpu_s, serial_s = [], 0.0, 0.0
+    models, gpu_s, wall_s, packing = [], 0.0, 0.0, set()
     for name, spec in config["models"].items():
         tp = int(spec.get("tensor_parallel_size", 1))
         gpus = 0 if device == "cpu" else tp
@@ -148,7 +172,9 @@ def plan(
             }
         )
         gpu_s += (n_runs + n_conf) * run_s * gpus
-        serial_s += (n_runs + n_conf) * run_s
+        n_lanes, why = lanes(config, gpus)
+        wall_s += (n_runs + n_conf) * run_s / n_lanes
+        packing.add(why)
     # what each configuration switched off (enabled: false) would add: its sweep runs, and its confirmation
     # runs when it is outside the K sweep (the confirmation reruns those)
     off = []
@@ -173,19 +199,11 @@ def plan(
     total_runs = sum(m["runs"] for m in models)
     confirm_runs = sum(m["confirm_runs"] for m in models)
     sizes = [m["size_gb"] for m in models]
-    wall_s = serial_s if device == "cpu" else gpu_s / int(p["gpus"])
     assumptions = [
         f"one run = boot {p['boot_s']:g} s + {n_prompts} prompts "
         f"({config['prompts']['warmup']} warm-up + {config['prompts']['measured']} measured) "
         f"/ {p['requests_per_s']:g} requests/s = {run_s:,.0f} s (config plan.boot_s, plan.requests_per_s)",
-        (
-            "device cpu: runs one after another"
-            if device == "cpu"
-            else (
-                f"runs packed on {p['gpus']} GPUs with none idle (config plan.gpus): "
-                f"wall time = GPU-seconds / {p['gpus']}"
-            )
-        ),
+        *sorted(packing),
         "model downloads, corpus building and equivalence checks are not counted",
     ]
     return {
