@@ -52,6 +52,7 @@ def test_embedded_dry_run(tmp_path):
         ("gpu-auto-mix-diagnose.yaml", 4 * 3, 0),
         ("gpu-8b-deferred-check.yaml", 1, 0),
         ("gpu-widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
+        ("gpu-widened-8b-crossover.yaml", 2 * 3, 0),
     ],
 )
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
