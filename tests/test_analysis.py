@@ -415,7 +415,7 @@ def test_a_kpad_control_is_never_the_best_k():
 
 
 def test_controls_are_the_entries_marked_so():
-    cfg = yaml.safe_load((ROOT / "config" / "gpu-8b-auto-runner.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "config" / "gpu" / "8b-auto-runner.yaml").read_text())
     assert runs.controls(cfg) == ["vansync", "vansyncv1"]
     assert [c.control for c in runs.configurations(cfg)] == [True, False, True]
     cfg["configurations"][2]["enabled"] = False  # switched off, its cached runs are still a control's

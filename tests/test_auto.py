@@ -396,7 +396,7 @@ def test_kpadauto_configuration_lengths_and_environment():
 
 
 def test_a_kpadauto_recommendation_serves_with_its_lengths():
-    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "gpu-auto.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "gpu" / "auto.yaml").read_text())
     config["taskset"] = {}
     rec = {
         "recommended": "kpadauto12",

@@ -162,7 +162,7 @@ def test_only_suffix_methods_need_arctic_inference(tmp_path, monkeypatch):
     monkeypatch.setattr(execute, "check_suffix_available", missing)
     monkeypatch.setattr(execute.ports, "port_block", stop_here)
     monkeypatch.setattr(execute, "versions", lambda: {})
-    cfg = yaml.safe_load((ROOT / "config" / "gpu-configurations.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "config" / "gpu" / "configurations.yaml").read_text())
     cfg["server"]["retry"] = {"attempts": 1, "adjust": {}}
     cfg["taskset"] = {"server": None, "client": None}
     (tmp_path / "c.jsonl").write_text("")

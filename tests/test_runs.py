@@ -151,7 +151,7 @@ def test_recorded_env_keeps_what_sets_the_run_not_what_differs_between_runs(tmp_
         "VLLM_WORKER_MULTIPROC_METHOD": "fork",
         "KPAD_AUTO_EXPLORE_EVERY": "8",
         "KPAD_WORKFLOW_COMMIT": "abc1234",  # a launch script's: differs between leases
-        "KPAD_CONFIG": "config/gpu-auto.yaml",
+        "KPAD_CONFIG": "config/gpu/auto.yaml",
         "VLLM_HOST_IP": "10.0.0.7",  # per node
         "VLLM_CACHE_ROOT": "/scratch/job42",  # per job
         "VLLM_API_KEY": "sk-secret",

@@ -41,22 +41,22 @@ def test_embedded_dry_run(tmp_path):
 @pytest.mark.parametrize(
     ("name", "runs", "equivalence"),
     [
-        ("gpu-embedded.yaml", 7 * 3, 0),
-        ("gpu-x2-tp2.yaml", 2 * 2, 1),
-        ("gpu-configurations.yaml", 5 * 3, 0),
+        ("embedded.yaml", 7 * 3, 0),
+        ("x2-tp2.yaml", 2 * 2, 1),
+        ("configurations.yaml", 5 * 3, 0),
         # configs of leases run and to come (humaneval-repeats, mix): a config error found on the device costs a lease
-        ("gpu-auto-pair-long.yaml", 2 * 4, 0),
-        ("gpu-auto-humaneval.yaml", 4 * 3, 0),
-        ("gpu-auto-humaneval-repeats.yaml", 3 * 4, 0),
-        ("gpu-auto-mix.yaml", 3 * 3, 0),
-        ("gpu-auto-mix-diagnose.yaml", 4 * 3, 0),
-        ("gpu-8b-deferred-check.yaml", 1, 0),
-        ("gpu-widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
-        ("gpu-widened-8b-crossover.yaml", 2 * 3, 0),
+        ("auto-pair-long.yaml", 2 * 4, 0),
+        ("auto-humaneval.yaml", 4 * 3, 0),
+        ("auto-humaneval-repeats.yaml", 3 * 4, 0),
+        ("auto-mix.yaml", 3 * 3, 0),
+        ("auto-mix-diagnose.yaml", 4 * 3, 0),
+        ("8b-deferred-check.yaml", 1, 0),
+        ("widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
+        ("widened-8b-crossover.yaml", 2 * 3, 0),
     ],
 )
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
-    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / name), workdir=tmp_path)
+    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / "gpu" / name), workdir=tmp_path)
     assert p.returncode == 0, p.stderr
     counts = job_counts(p.stdout + p.stderr)
     assert (counts["run"], counts.get("equivalence", 0)) == (runs, equivalence)

@@ -2,9 +2,9 @@
 # How the results under results/gpu/ were made: the pipeline itself on the lent H200 (vLLM 0.26.0 kit from
 # ../shared/device, staged into /tmp/site). Run from the repo root there.
 # A device call lasts at most 10 minutes, so the pipeline runs in the background and each call watches it:
-#   KPAD_CONFIG=config/gpu-configurations.yaml KPAD_ARGS="--config repeats=2" \
+#   KPAD_CONFIG=config/gpu/configurations.yaml KPAD_ARGS="--config repeats=2" \
 #     bash results/gpu/run-on-h200.sh [seconds to watch]        (starts it, or goes on watching it)
-# (defaults: config/gpu-embedded.yaml, no extra arguments). KPAD_TARGETS="results/runs/m/c/x/r1.json ...": build only
+# (defaults: config/gpu/embedded.yaml, no extra arguments). KPAD_TARGETS="results/runs/m/c/x/r1.json ...": build only
 # these (they go before the options: after --configfile, Snakemake would read them as more config files, as the
 # lease of 2026-12-02 13:18 found). If the background run did not survive between
 # calls, the next call restarts it; finished runs are kept (Snakemake redoes only unfinished ones).
@@ -15,7 +15,7 @@
 # Writes $OUT/gpu.tgz with records, logs, benchmarks, tables and figures (again after every finished run).
 set -uo pipefail
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0
-config=${KPAD_CONFIG:-config/gpu-embedded.yaml}
+config=${KPAD_CONFIG:-config/gpu/embedded.yaml}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 state=/tmp/kpad-gpu-run/$(basename "$config" .yaml)
 mkdir -p "$state"

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from . import runs
+from . import cpus, runs
 
 
 def hub_size_gb(repo: str, revision: str | None = None, timeout_s: float = 10.0) -> float | None:
@@ -115,8 +115,10 @@ def lanes(config: dict[str, Any], gpus_per_run: int) -> tuple[int, str]:
     if config.get("device") == "cpu" or gpus_per_run == 0:
         return 1, "device cpu: runs one after another"
     by_gpu = max(1, gpus // gpus_per_run)
-    if pin.get("auto"):
+    if cpus.is_auto(pin):  # also the short form `taskset: auto` of a config not yet resolved by the Snakefile
         return by_gpu, f"taskset auto: {gpus} GPUs (config plan.gpus) / {gpus_per_run} per run, NUMA-local CPUs each"
+    if not isinstance(pin, dict):
+        raise ValueError(f"config taskset is {pin!r}: give auto, or server / client lists, or slots")
     if pin.get("slots"):
         n = min(len(pin["slots"]), by_gpu)
         return n, f"taskset.slots: {n} runs at once ({len(pin['slots'])} slots, {gpus} GPUs / {gpus_per_run} per run)"

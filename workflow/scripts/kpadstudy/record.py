@@ -222,7 +222,8 @@ def classify(
 ) -> tuple[str, str]:
     """``(status, reason)`` of a measured run; see the module docstring of :mod:`kpadstudy.execute`.
 
-    The first rule that applies gives the reason (docs/concepts.md, "Is a run's number valid?", lists them with examples).
+    The first rule that applies gives the reason (docs/concepts.md, "Is a run's number valid?", lists them with
+    examples).
 
     Args:
         bench: the ``vllm bench serve`` result JSON, or None if the client produced none. Its ``kpadstudy``
