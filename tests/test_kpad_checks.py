@@ -57,7 +57,16 @@ def test_register_without_flags_does_nothing(monkeypatch):
     monkeypatch.setattr(vllm, "__version__", "0.99.0")
     monkeypatch.delenv("VLLM_SUFFIX_PAD_UNIFORM", raising=False)
     monkeypatch.delenv("KPAD_STATS_DIR", raising=False)
-    kpad_plugin.register()  # no error: nothing asked of the plugin
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    methods = ("__init__", "schedule", "update_from_output", "update_draft_token_ids")
+    before = {m: Scheduler.__dict__[m] for m in methods}
+    called = []
+    for name in [n for n in dir(kpad_plugin) if n.startswith("_patch_")]:
+        monkeypatch.setattr(kpad_plugin, name, lambda *a, _n=name, **k: called.append(_n))
+    kpad_plugin.register()  # no error on an unsupported version: nothing asked of the plugin
+    assert called == []  # no patch applied
+    assert {m: Scheduler.__dict__[m] for m in methods} == before
 
 
 def test_missing_arctic_inference_stops_before_the_server(monkeypatch):

@@ -91,10 +91,9 @@ def test_padding_makes_draft_tokens_k_times_drafts(sides):
 
 
 def test_accepted_tokens_equal_with_and_without_padding(sides):
-    assert (
-        sides[True]["spec"]["vllm:spec_decode_num_accepted_tokens"]
-        == sides[False]["spec"]["vllm:spec_decode_num_accepted_tokens"]
-    )
+    accepted = [sides[pad]["spec"]["vllm:spec_decode_num_accepted_tokens"] for pad in (True, False)]
+    assert accepted[0] > 0  # drafts were accepted, so the equality below compares counts, not two zeros
+    assert accepted[0] == accepted[1]
 
 
 def test_plugin_counters_see_pad_tokens(sides):

@@ -56,10 +56,25 @@ def test_embedded_dry_run(tmp_path):
     ],
 )
 def test_gpu_configs_dry_run(tmp_path, name, runs, equivalence):
-    p = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "config" / "gpu" / name), workdir=tmp_path)
+    path = ROOT / "config" / "gpu" / name
+    p = snakemake(
+        "-n", "--quiet", "rules", "--configfile", str(path), *local_checkpoints(path, tmp_path), workdir=tmp_path
+    )
     assert p.returncode == 0, p.stderr
     counts = job_counts(p.stdout + p.stderr)
     assert (counts["run"], counts.get("equivalence", 0)) == (runs, equivalence)
+
+
+def local_checkpoints(config_path, tmp_path):
+    """``--config`` pointing each local model of a config (a path on the GPU machine) at a stand-in checkpoint
+    folder here: a path that does not exist is refused when the model rule is planned."""
+    local = {m: s for m, s in yaml.safe_load(config_path.read_text())["models"].items() if s["source"] == "local"}
+    for m in local:
+        (tmp_path / "ckpt" / m).mkdir(parents=True)
+        (tmp_path / "ckpt" / m / "config.json").write_text("{}")
+    if not local:
+        return []
+    return ["--config", "models={" + ", ".join(f"{m}: {{path: {tmp_path / 'ckpt' / m}}}" for m in local) + "}"]
 
 
 def write_config(tmp_path, mutate):
@@ -234,4 +249,21 @@ def test_a_widening_of_no_model_entry_is_refused_at_planning(tmp_path):
     assert (
         "models.wide.base is 'SmolLM2', which is not a model entry (['SmolLM2-135M-Instruct', 'wide'])"
         in p.stdout + p.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "what"), [(lambda p: None, "does not exist"), (lambda p: p.mkdir(), "has no config.json")]
+)
+def test_a_local_model_path_that_is_no_checkpoint_is_refused_by_the_dry_run(tmp_path, make, what):
+    make(tmp_path / "ckpt")
+
+    def mutate(c):
+        c["models"]["SmolLM2-135M-Instruct"] = {"source": "local", "path": str(tmp_path / "ckpt")}
+
+    p = snakemake("-n", "--configfile", write_config(tmp_path, mutate), workdir=tmp_path)
+    assert p.returncode != 0
+    assert (
+        f"models.SmolLM2-135M-Instruct.path '{tmp_path / 'ckpt'}' {what}: point it at a checkpoint directory "
+        "(with config.json), or use source: hf" in p.stdout + p.stderr
     )

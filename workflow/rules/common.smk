@@ -113,6 +113,20 @@ def _alternatives(names):
 WIDENED = [m for m, spec in config["models"].items() if spec["source"] == "widen"]
 
 
+def local_checkpoint(wc):
+    """The model rule's input check: a local checkpoint (source local) must exist when the rule is planned."""
+    spec = config["models"][wc.model]
+    path = Path(spec.get("path") or "")
+    if spec["source"] == "local" and not (path / "config.json").is_file():
+        what = "has no config.json" if path.is_dir() else "does not exist"
+        raise config_error(
+            f"models.{wc.model}.path {str(path)!r} {what}: point it at a checkpoint directory (with config.json), "
+            "or use source: hf",
+            ("models", wc.model, "path"),
+        )
+    return []
+
+
 def widen_base_tokenizer(wc):
     """The tokenizer rule's input: a widening's tokenizer is its base's."""
     spec = config["models"][wc.model]

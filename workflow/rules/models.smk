@@ -1,5 +1,7 @@
 rule model:
     """Download (Hub), convert (packaged GGUF) or link (local) one model checkpoint."""
+    input:
+        local_checkpoint,
     output:
         directory("results/models/{model}"),
     log:
