@@ -1,8 +1,8 @@
 """Validity rules of a measured run."""
 
-from kpadstudy.record import classify
+from kpadstudy.record import BENCH_KEYS, classify
 
-OK = {"completed": 16, "failed": 0, "total_output_tokens": 1960}
+OK = {**dict.fromkeys(BENCH_KEYS, 1.0), "completed": 16, "failed": 0, "total_output_tokens": 1960}
 
 
 def test_ok_run():
@@ -128,3 +128,15 @@ def test_client_limited_unknown_without_a_ceiling_or_a_measurement():
         "client ceiling unknown (load.client_ceiling_tok_s is null; measure it with make bench-client)",
     )
     assert client_limit(None, 150_000.0) == (None, "no output tok/s measured")
+
+
+def test_a_result_with_a_misspelled_key_is_invalid_naming_it():
+    """One vLLM version wrote "request_goodput:"; a key the record reads that is missing or misspelled must not give
+    an ok run with an empty column."""
+    bench = {k: v for k, v in OK.items() if k != "output_throughput"} | {"output_throughput:": 123.0}
+    status, reason = classify(bench, 16, True, True)
+    assert status == "invalid"
+    assert reason.startswith("the client's result lacks output_throughput (or holds null there)")
+    bench = {**OK, "duration": None, "mean_ttft_ms": None}
+    assert classify(bench, 16, True, True)[1].startswith("the client's result lacks duration, mean_ttft_ms")
+    assert classify({**OK, "unread_key": 1}, 16, True, True) == ("ok", "")  # keys the record does not read: ignored

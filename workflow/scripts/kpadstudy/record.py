@@ -251,6 +251,13 @@ def classify(
         return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
     if bench is None:
         return "invalid", client_failure or "benchmark client wrote no result"
+    missing = sorted(k for k in BENCH_KEYS if bench.get(k) is None)
+    if missing:
+        return "invalid", (
+            f"the client's result lacks {', '.join(missing)} (or holds null there): the record reads these keys of "
+            "vllm bench serve's result (kpadstudy.record.BENCH_KEYS); a vLLM that names them otherwise needs them "
+            "mapped there"
+        )
     if not plugin_ok:
         return "invalid", (
             "K-pad patch not active in the server (VLLM_PLUGINS / PYTHONPATH; kpadauto: its scheduler line with "
