@@ -266,14 +266,65 @@ def test_other_hub_errors_are_named(monkeypatch):
     ):
         corpora.hub_files("x", source)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(
-        corpora.CorpusError,
-        match=(
-            r"^corpus 'x': the Hugging Face Hub cannot be reached and dataset lmsys/lmsys-chat-1m "
-            r"is not in the cache \(HF_HUB_OFFLINE='1'\)"
-        ),
-    ):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", "/nonexistent/hub-cache")
+    with pytest.raises(corpora.CorpusError) as err:
         corpora.hub_files("x", source)
+    assert str(err.value) == (
+        "corpus 'x': dataset lmsys/lmsys-chat-1m (revision main) cannot be downloaded: the Hugging Face Hub cannot be "
+        "reached (HF_HUB_OFFLINE='1') and it is not in the cache: offline. Fix: go online once (with HF_TOKEN set and "
+        "the terms accepted on the Hub if it is gated), or point the config at a local copy (a source of kind package)"
+    )
+
+
+def test_an_incomplete_cached_snapshot_is_called_incomplete_and_its_missing_file_named(monkeypatch, tmp_path):
+    snapshot = tmp_path / "datasets--lmsys--lmsys-chat-1m" / "snapshots" / ("0123456789ab" + "c" * 28)
+    (snapshot / "data").mkdir(parents=True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = "Cannot find the requested file data/train-00001-of-00006.parquet in the local cache"
+
+    def offline(repo_id, **kwargs):
+        raise hub_errors.LocalEntryNotFoundError(missing)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    source = {"kind": "hf", "repo": "lmsys/lmsys-chat-1m", "files": "data/*.parquet", "revision": "v1"}
+    with pytest.raises(corpora.CorpusError) as err:
+        corpora.hub_files("lmsys", source)
+    assert str(err.value).startswith(
+        "corpus 'lmsys': dataset lmsys/lmsys-chat-1m (revision v1) cannot be downloaded: the Hugging Face Hub cannot "
+        f"be reached (HF_HUB_OFFLINE='1') and its cached snapshot is incomplete (commits 0123456789ab): {missing}."
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (
+            lambda: hub_errors.LocalEntryNotFoundError("offline"),
+            "model meta-llama/Llama-3.1-8B-Instruct (revision main) cannot be downloaded: the Hugging Face Hub cannot "
+            "be reached (HF_HUB_OFFLINE='1') and it is not in the cache: offline. Fix: go online once (with "
+            "HF_TOKEN set and the terms accepted on the Hub if it is gated), or point the config at a local copy "
+            "(source: local)",
+        ),
+        (
+            lambda: gated_error(hub_errors.GatedRepoError, 403),
+            "model meta-llama/Llama-3.1-8B-Instruct (revision main) cannot be downloaded: it is gated (HF_TOKEN is not "
+            "set): accept its terms at https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct and put a read token "
+            "of that account in HF_TOKEN",
+        ),
+    ],
+)
+def test_a_model_download_failure_names_the_repository_revision_and_fix(monkeypatch, tmp_path, error, says):
+    def refuse(repo_id, **kwargs):
+        raise error()
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(models.HubError) as err:
+        models.fetch({"source": "hf", "repo": "meta-llama/Llama-3.1-8B-Instruct"}, tmp_path / "m")
+    assert str(err.value) == says
 
 
 def test_tokenizer_download_fetches_tokenizer_files_only(monkeypatch, tmp_path):

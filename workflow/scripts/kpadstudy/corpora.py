@@ -48,6 +48,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from . import hub
+
 log = logging.getLogger(__name__)
 
 HUMANEVAL_INSTRUCTION = "Complete the following Python function.\n\n```python\n{prompt}```"
@@ -369,8 +371,7 @@ def hub_files(name: str, source: dict[str, Any]) -> list[Path]:
         ) from err
     except LocalEntryNotFoundError as err:
         raise CorpusError(
-            f"corpus {name!r}: the Hugging Face Hub cannot be reached and dataset {repo} is not in the cache "
-            f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}); connect once, or use a source of kind package"
+            f"corpus {name!r}: {hub.offline_failure(repo, 'dataset', revision, err)} (a source of kind package)"
         ) from err
     paths = sorted(Path(folder).glob(source["files"]))
     if not paths:

@@ -111,10 +111,22 @@ def download_hf(repo_id: str, out_dir: Path, revision: str | None = None, tokeni
     Uses ``huggingface_hub.snapshot_download``; gated repos need ``HF_TOKEN`` in the environment.
     """
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+    from . import hub
 
     patterns = TOKENIZER_PATTERNS if tokenizer_only else None
-    snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(out_dir), allow_patterns=patterns)
+    try:
+        snapshot_download(repo_id=repo_id, revision=revision, local_dir=str(out_dir), allow_patterns=patterns)
+    except LocalEntryNotFoundError as err:
+        raise HubError(hub.offline_failure(repo_id, "model", revision, err) + " (source: local)") from err
+    except (HfHubHTTPError, EntryNotFoundError) as err:  # gated, private, missing repo, revision or file
+        raise HubError(hub.access_failure(repo_id, "model", revision, err)) from err
     return Path(out_dir)
+
+
+class HubError(RuntimeError):
+    """A model could not be downloaded from the Hub; the message names the repository, revision and fix."""
 
 
 def gguf_tokenizer(gguf_path: Path, out_dir: Path) -> Path:
