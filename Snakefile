@@ -62,13 +62,11 @@ include: "workflow/rules/compare_studies.smk"
 
 
 _STARTED = __import__("time").time()
-# targets that measure nothing: no progress plan for them
-_NO_RUNS = {"from_cache", "figures_from_cache", "tables_from_cache", "report_from_cache", "plan", "compare_studies"}
 
 
 onstart:
     # the progress plan of this invocation (kpadstudy.progress): run jobs write results/progress.md after every run
-    if not workflow.dag_settings.targets or set(workflow.dag_settings.targets) - _NO_RUNS:
+    if not workflow.dag_settings.targets or set(workflow.dag_settings.targets) - NO_RUN_TARGETS:
         from kpadstudy import plan as _kplan, progress as _kprogress
 
         _kprogress.write_plan(

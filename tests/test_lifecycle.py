@@ -159,3 +159,39 @@ def test_a_run_killed_on_every_attempt_is_recorded_lost_and_the_study_goes_on(tm
     from kpadstudy.tables import failure_label
 
     assert failure_label(cells.loc[["kpad4"]]) == "lost"
+
+
+def test_a_deleted_record_is_rerun_with_the_next_of_its_chain_and_the_tables_follow(tmp_path, smol_model):
+    """After a finished study one sweep record is deleted: the next `snakemake` reruns that run and the one after
+    it in the cell's chain (Snakemake takes the chain's order for a dependency on a file that is missing; the other
+    runs are kept: the chain's inputs are ancient) and makes the tables again from the new records (issue 43).
+    Before, nothing was redone and the tables kept the deleted run."""
+    study_config(
+        tmp_path,
+        smol_model,
+        repeats=2,
+        server={"backend": "fake", "fake": {"chunk_gap_ms": 5}},
+        configurations={"van": {"enabled": True}, "suf": {"enabled": False}, "kpad": {"k": [4]}, "nopad": {"k": []}},
+    )
+    p = snakemake(tmp_path, "results/runs.parquet")
+    assert p.returncode == 0, p.log_path.read_text()[-3000:]
+    cell = tmp_path / "results" / "runs" / MODEL / "humaneval"
+    records = {(r.parent.name, r.stem): r for r in cell.glob("*/r*.json")}
+    order = sorted(records, key=lambda k: json.loads(records[k].read_text())["started_at"])
+    gone, after = order[1], order[2]  # a run in the middle of the chain, and the one after it
+    first = json.loads(records[gone].read_text())
+    kept = {k: records[k].stat().st_mtime_ns for k in order if k not in (gone, after)}
+    records[gone].unlink()
+    p = snakemake(tmp_path)  # the default target, as a user reruns a study
+    log = p.log_path.read_text()
+    assert p.returncode == 0, log[-3000:]
+    assert "1 run record(s) missing though results/runs.parquet exists: `snakemake` (the default target)" in log
+    planned = re.findall(r"^localrule run:\n(?:    .*\n)*?    wildcards: (.*)$", log, re.M)
+    wildcards = f"model={MODEL}, corpus=humaneval, configuration={{}}, repeat={{}}"
+    assert sorted(planned) == sorted(wildcards.format(c, r[1:]) for c, r in (gone, after))
+    assert {k: records[k].stat().st_mtime_ns for k in kept} == kept  # no other run was redone
+    again = json.loads(records[gone].read_text())
+    assert again["started_at"] > first["started_at"] and again["status"] == "ok"
+    runs = pd.read_parquet(tmp_path / "results" / "runs.parquet")
+    row = runs[(runs["configuration"] == gone[0]) & (runs["repeat"] == int(gone[1][1:]))].iloc[0]
+    assert (row["started_at"], row["output_tok_s"]) == (again["started_at"], again["output_tok_s"])

@@ -717,3 +717,16 @@ def workflow_commit(basedir: str, environ: dict[str, str] | None = None) -> str 
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def missing_records(table: str, records: list[str]) -> list[str]:
+    """Lines saying which of the expected ``records`` are missing though ``table`` (made from them) exists; none
+    when nothing is missing or there is no table yet."""
+    missing = [r for r in records if not os.path.exists(r)]
+    if not missing or not os.path.exists(table):
+        return []
+    return [
+        f"{len(missing)} run record(s) missing though {table} exists: `snakemake` (the default target) reruns them "
+        "and then remakes the tables; an explicit target such as the table itself does not",
+        *(f"  {r}" for r in missing),
+    ]
