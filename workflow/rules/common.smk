@@ -195,7 +195,14 @@ def all_runs():
 
 
 # targets that measure nothing: no progress plan, no check of the run records for them
-NO_RUN_TARGETS = {"from_cache", "figures_from_cache", "tables_from_cache", "report_from_cache", "plan", "compare_studies"}
+NO_RUN_TARGETS = {
+    "from_cache",
+    "figures_from_cache",
+    "tables_from_cache",
+    "report_from_cache",
+    "plan",
+    "compare_studies",
+}
 # A record deleted after the tables were made: Snakemake takes a missing input of an up-to-date output for a
 # deleted temporary file and redoes nothing. Rule all asks for every record itself, so `snakemake` reruns exactly
 # the runs without one, then the tables; said at the start (kpadstudy.runs.missing_records).

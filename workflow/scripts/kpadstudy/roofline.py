@@ -391,5 +391,6 @@ def draw(table: pd.DataFrame | None, png: str, svg: str) -> None:
     ax.set_title("Step-cost model: padding's gain over unpadded suffix decoding", fontsize=9)
     fig.tight_layout()
     fig.savefig(png, dpi=150)
-    fig.savefig(svg)
+    plt.rcParams["svg.hashsalt"] = "kpadstudy"  # same data, same SVG bytes (no random ids, no date)
+    fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
