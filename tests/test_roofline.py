@@ -17,6 +17,16 @@ SIZES = {
 }
 
 
+OVERHEADS = {
+    "efficiency": 1.0,
+    "overhead_FULL_ms": 2.0,
+    "overhead_PIECEWISE_ms": 7.0,
+    "overhead_NONE_ms": 1.0,
+    "overhead_position_us": 25.0,
+}
+"""Host overheads the synthetic runs are made with, for the fit to give back."""
+
+
 def run(cfg="kpad8", full=100, piecewise=0, none=0, duration=1.0, draft=3000, model="M", gpu="NVIDIA H200", **kw):
     method = cfg.rstrip("0123456789")
     kw = {**SIZES, **kw}
@@ -78,13 +88,7 @@ def _synthetic(params, **kw):
 
 
 def test_the_fit_recovers_the_overheads_it_was_made_with():
-    params = {
-        "efficiency": 1.0,
-        "overhead_FULL_ms": 2.0,
-        "overhead_PIECEWISE_ms": 7.0,
-        "overhead_NONE_ms": 1.0,
-        "overhead_position_us": 25.0,
-    }
+    params = OVERHEADS
     fitted = roofline.fit(roofline.terms(_synthetic(params)))
     for key, value in params.items():
         assert fitted[key] == pytest.approx(value, rel=1e-9), key
@@ -123,13 +127,7 @@ def test_the_crossover_by_hand():
 def test_fitted_on_the_smallest_model_and_predicted_for_a_larger_one():
     """Overheads from a model with no bytes and FLOPs, then a model of the 8B stand-in's sizes: its kpad8 steps
     add 310 positions' FLOPs, its nopad8 steps fewer; padding's predicted gain shrinks."""
-    params = {
-        "efficiency": 1.0,
-        "overhead_FULL_ms": 2.0,
-        "overhead_PIECEWISE_ms": 7.0,
-        "overhead_NONE_ms": 1.0,
-        "overhead_position_us": 25.0,
-    }
+    params = OVERHEADS
     small = _synthetic(params, model="small", **dict.fromkeys(SIZES, 0))
     wide = size_facts(Shape(4608, 64, 16, 64, 14336, 32, 49152))
     big = _synthetic(params, model="big", **{k: wide[k] for k in SIZES})

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from kpadstudy import models, plan
-from kpadstudy.widen import REAL, SHAPES, Shape, head_map, model_facts, target_shape, wide_config, widen
+from kpadstudy.widen import REAL, SHAPES, SMOLLM2_135M, Shape, head_map, model_facts, target_shape, wide_config, widen
 
-SMOL = Shape(576, 9, 3, 64, 1536, 30, 49152, tie_word_embeddings=True)
+SMOL = SMOLLM2_135M
 TWO_X = {
     "hidden_size": 1152,
     "num_attention_heads": 16,

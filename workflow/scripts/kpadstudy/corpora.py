@@ -329,7 +329,6 @@ def hub_files(name: str, source: dict[str, Any]) -> list[Path]:
             repo or revision does not exist; the Hub cannot be reached and nothing is cached; or no
             file matches ``files``.
     """
-    import os
 
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -342,9 +341,7 @@ def hub_files(name: str, source: dict[str, Any]) -> list[Path]:
 
     repo, revision = source["repo"], source.get("revision")
     url = HUB_DATASET_URL.format(repo=repo)
-    token_state = (
-        "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
-    )
+    token_state = hub.token_state()
     access = (
         f"corpus {name!r}: dataset {repo} is gated ({token_state}). Log in at {url}, accept its terms there, "
         "then put a read token of that account in the environment variable HF_TOKEN"

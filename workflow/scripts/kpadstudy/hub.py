@@ -6,6 +6,11 @@ import os
 from pathlib import Path
 
 
+def token_state() -> str:
+    """Whether ``HF_TOKEN`` is set, in the words of a refused download."""
+    return "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
+
+
 def cached_snapshots(repo: str, repo_type: str) -> list[str]:
     """Commits of ``repo`` with a snapshot folder in the Hub cache (``HF_HUB_CACHE``), however complete."""
     from huggingface_hub import constants
@@ -37,7 +42,7 @@ def access_failure(repo: str, repo_type: str, revision: str | None, err: Excepti
     from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, RevisionNotFoundError
 
     page = f"https://huggingface.co/{'datasets/' if repo_type == 'dataset' else ''}{repo}"
-    token = "HF_TOKEN is set but that account has no access" if os.environ.get("HF_TOKEN") else "HF_TOKEN is not set"
+    token = token_state()
     if isinstance(err, GatedRepoError):
         why = f"it is gated ({token}): accept its terms at {page} and put a read token of that account in HF_TOKEN"
     elif isinstance(err, RevisionNotFoundError):

@@ -68,13 +68,13 @@ def model_size(
 def widen_size_gb(spec: dict[str, Any], models_dir: str = "results/models") -> tuple[float | None, str]:
     """A widening's size from its shape: the base's vocabulary and head size from its ``config.json`` when it is
     built, else SmolLM2-135M's (vocabulary 49,152, heads of 64), the base the named shapes are made for."""
-    from .widen import Shape, target_shape
+    from .widen import SMOLLM2_135M, Shape, target_shape
 
     cfg_path = Path(models_dir) / spec["base"] / "config.json"
     if cfg_path.is_file():
         base, where = Shape.of_config(json.loads(cfg_path.read_text())), "widened shape"
     else:
-        base, where = Shape(576, 9, 3, 64, 1536, 30, 49152, True), "widened shape (a base like SmolLM2-135M)"
+        base, where = SMOLLM2_135M, "widened shape (a base like SmolLM2-135M)"
     try:
         wide = target_shape(base, spec["shape"])
     except ValueError as err:

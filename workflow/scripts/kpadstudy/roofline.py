@@ -189,10 +189,10 @@ def with_sizes(runs: pd.DataFrame, known: dict[str, Any]) -> pd.DataFrame:
 def known_shapes() -> dict[str, Any]:
     """Sizes of the models in records older than the size columns: the embedded SmolLM2-135M-Instruct (bf16) and
     ``llama-8b-random`` (``tools/make_tp2_test_model.py --shape llama-8b``: Llama-3-8B's body, SmolLM2's vocabulary)."""
-    from .widen import Shape
+    from .widen import SMOLLM2_135M, Shape
 
     return {
-        "SmolLM2-135M-Instruct": Shape(576, 9, 3, 64, 1536, 30, 49152, tie_word_embeddings=True),
+        "SmolLM2-135M-Instruct": SMOLLM2_135M,
         "llama-8b-random": Shape(4096, 32, 8, 128, 14336, 32, 49152),
     }
 

@@ -119,6 +119,9 @@ class Shape:
         )
 
 
+SMOLLM2_135M = Shape(576, 9, 3, 64, 1536, 30, 49152, tie_word_embeddings=True)
+"""SmolLM2-135M-Instruct, the embedded model: the base the named shapes are made for."""
+
 # The real models the named shapes stand in for, from their config.json on the Hub.
 REAL = {
     "Llama-3.2-1B": Shape(2048, 32, 8, 64, 8192, 16, 128256, tie_word_embeddings=True),
@@ -414,17 +417,17 @@ def widen(
     for f in base_dir.iterdir():
         if f.is_file() and f.name != "config.json" and not f.name.startswith("model"):
             shutil.copy(f, out_dir / f.name)
-    info = describe(base_dir.name, cfg, base, shape, dtype, device)
+    info = describe(base_dir.name, cfg, base, wide, shape, dtype, device)
     (out_dir / "widening.json").write_text(json.dumps(info, indent=2) + "\n")
     log.info("widened %s (k=%d) -> %s: %s", base_dir, k, out_dir, json.dumps(info))
     return info
 
 
 def describe(
-    base_name: str, cfg: dict[str, Any], base: Shape, shape: str | dict[str, Any], dtype: str, device: str = ""
+    base_name: str, cfg: dict[str, Any], base: Shape, wide: Shape, shape: str | dict[str, Any], dtype: str, device: str
 ) -> dict[str, Any]:
-    """What a widened model is, beside the real model it stands in for (``widening.json``)."""
-    wide = target_shape(base, shape)
+    """What a widened model is (``wide``, made from ``shape``), beside the real model it stands in for
+    (``widening.json``)."""
     named = SHAPES.get(shape) if isinstance(shape, str) else None
     like = named["like"] if named else None
     real = REAL[like] if like else None
