@@ -91,3 +91,4 @@ rule all:
     default_target: True
     input:
         get_final_output(),
+        final_confirm_runs,

@@ -180,14 +180,21 @@ def confirm_plan(model, corpus):
 
 
 def confirm_previous(wildcards):
-    """The confirmation run just before this one in its cell (none for the first)."""
+    """The confirmation run just before this one in its cell (none for the first). Only an order: ancient, as the
+    sweep's chain."""
     order = confirm_plan(wildcards.model, wildcards.corpus)
     i = order.index((wildcards.configuration, int(wildcards.repeat)))
-    return [] if i == 0 else [confirm_path(wildcards.model, wildcards.corpus, *order[i - 1])]
+    return [] if i == 0 else [ancient(confirm_path(wildcards.model, wildcards.corpus, *order[i - 1]))]
 
 
 def all_confirm_runs(wildcards):
+    """Every confirmation record of the study (the cells' checkpoints decide which)."""
     return [confirm_path(m, c, cfg, r) for m in MODELS for c in MEASURED_CORPORA for cfg, r in confirm_plan(m, c)]
+
+
+def final_confirm_runs(wildcards):
+    """Rule all's confirmation records, each itself (as the sweep's): a deleted one is rerun. None when off."""
+    return all_confirm_runs(wildcards) if CONFIRM["enabled"] else []
 
 
 def all_runs():
