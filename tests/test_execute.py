@@ -1,8 +1,9 @@
 """Validity rules of a measured run."""
 
-from kpadstudy.record import BENCH_KEYS, classify
+from kpadstudy.record import classify
+from kpadstudy.runrecord import CLIENT_KEYS
 
-OK = {**dict.fromkeys(BENCH_KEYS, 1.0), "completed": 16, "failed": 0, "total_output_tokens": 1960}
+OK = {**dict.fromkeys(CLIENT_KEYS, 1.0), "completed": 16, "failed": 0, "total_output_tokens": 1960}
 
 
 def test_ok_run():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import kpad_plugin
-from kpadstudy import execute, record
+from kpadstudy import execute, record, runrecord
 
 
 def test_supported_versions_pass():
@@ -205,7 +205,7 @@ def test_deferred_check_counters_are_the_measured_prompts_part_and_a_mismatch_ma
         record.deferred_check({}, SimpleNamespace(method="kpadauto", env={"KPAD_AUTO_CHECK_DEFERRED": " 0 "}), after)
         is None
     )
-    ok = {**dict.fromkeys(record.BENCH_KEYS, 1.0), "completed": 16, "failed": 0, "total_output_tokens": 1960}
+    ok = {**dict.fromkeys(runrecord.CLIENT_KEYS, 1.0), "completed": 16, "failed": 0, "total_output_tokens": 1960}
     assert record.classify(ok, 16, True, True, deferred_check=None) == ("ok", "")
     assert record.classify(ok, 16, True, True, deferred_check=(0, 12)) == ("ok", "")
     assert record.classify(ok, 16, True, True, deferred_check=(2, 12)) == (

@@ -13,6 +13,7 @@ import time
 
 import pandas as pd
 
+from kpadstudy import runrecord
 from lifecycle import MODEL, ctrl_c, group_members, healthy, port_free, server_port, snakemake, study_config, wait_for
 
 SLOW = {"backend": "fake", "fake": {"chunk_gap_ms": 150}}  # 48 tokens x 150 ms: about 7 s per request
@@ -69,7 +70,8 @@ def test_a_server_killed_mid_measurement_is_an_invalid_run_and_the_pipeline_goes
 def test_confirmation_reruns_each_cell_in_its_own_repeats(tmp_path, smol_model):
     """Fake schedule: 1 + K // 4 tokens per chunk, so kpad8 beats kpad4: kpad8 is confirmed as method bestkpad
     and kpad4 as the second-best K, with van, in the confirmation's own repeat. Two cells (one checkpoint under
-    two model names): a changed sweep record of one cell re-plans that cell's confirmation only."""
+    two model names): a deleted confirmation record is planned again; a changed sweep record of one cell re-plans
+    that cell's confirmation only."""
     twin = "SmolLM2-twin"
     study_config(
         tmp_path,
@@ -108,6 +110,23 @@ def test_confirmation_reruns_each_cell_in_its_own_repeats(tmp_path, smol_model):
     ]
     paired_md = (tmp_path / "results" / "confirm" / "paired.md").read_text()
     assert f"## {MODEL} / humaneval (confirm)" in paired_md and "- kpad8 / van: " in paired_md
+    # a deleted confirmation record (the twin's second run) is planned again by the default target, with the one
+    # after it in its chain and no other (issue 43: rule all asks for each confirmation record; the chain is ancient)
+    chain = sorted(
+        (tmp_path / "results" / "confirm" / twin / "humaneval").glob("*/r1.json"),
+        key=lambda f: json.loads(f.read_text())["position"],
+    )
+    saved, stat = chain[1].read_bytes(), chain[1].stat()
+    chain[1].unlink()
+    p = snakemake(tmp_path, extra=("-n",))
+    log = p.log_path.read_text()
+    assert p.returncode == 0, log[-3000:]
+    planned = re.findall(r"^(?:local)?rule confirm_run:\n(?:    .*\n)*?    wildcards: (.*)$", log, re.M)
+    assert sorted(planned) == [
+        f"model={twin}, corpus=humaneval, configuration={f.parent.name}, repeat=1" for f in sorted(chain[1:])
+    ], planned
+    chain[1].write_bytes(saved)
+    os.utime(chain[1], ns=(stat.st_atime_ns, stat.st_mtime_ns))
     # one sweep record of MODEL's cell changes (its last run, so no later run of the chain is involved; its
     # content, as Snakemake ignores a touch of a small file whose checksum it knows): the dry run re-plans that
     # cell's checkpoint (whose new output then re-plans that cell's confirmation runs), nothing of the twin's
@@ -147,6 +166,8 @@ def test_a_run_killed_on_every_attempt_is_recorded_lost_and_the_study_goes_on(tm
     lost = runs[(runs["status"] == "lost") & (runs["repeat"] == 1)].iloc[0]
     van = runs[(runs["configuration"] == "van") & (runs["repeat"] == 1)].iloc[0]
     assert (lost["attempts"], lost["phase"], lost["position"] + van["position"]) == (2, "sweep", 3)
+    assert list(runs.columns) == list(runrecord.NAMES)  # the lost records too: every column, in order
+    assert lost[["output_tok_s", "boot_s", "server_command"]].isna().all()
     assert re.match(
         r"lost: the job was killed without writing its record on 2 of 2 attempts \(started \S+ on \S+, \S+ on \S+\)",
         lost["reason"],
@@ -191,6 +212,7 @@ def test_a_deleted_record_is_rerun_with_the_next_of_its_chain_and_the_tables_fol
     assert sorted(planned) == sorted(wildcards.format(c, r[1:]) for c, r in (gone, after))
     assert {k: records[k].stat().st_mtime_ns for k in kept} == kept  # no other run was redone
     again = json.loads(records[gone].read_text())
+    assert list(again) == list(runrecord.NAMES) and runrecord.type_errors(again) == []  # the fake server's record
     assert again["started_at"] > first["started_at"] and again["status"] == "ok"
     runs = pd.read_parquet(tmp_path / "results" / "runs.parquet")
     row = runs[(runs["configuration"] == gone[0]) & (runs["repeat"] == int(gone[1][1:]))].iloc[0]

@@ -10,6 +10,7 @@ from datetime import datetime
 import pandas as pd
 import yaml
 
+from kpadstudy import runrecord
 from lifecycle import MODEL, ROOT, snakemake, study_config
 
 FAST = {"max_model_len": 2048, "cpu": {"kvcache_space_gib": 1}}
@@ -61,6 +62,7 @@ def test_a_server_that_cannot_boot_becomes_a_boot_failed_record_with_its_attempt
     assert p.returncode == 0, p.log_path.read_text()[-3000:]
     r = json.loads((tmp_path / "results" / "runs" / MODEL / "humaneval" / "van" / "r1.json").read_text())
     assert (r["status"], r["boot_failure"], r["attempts"]) == ("boot_failed", "no_kv_cache", 2)
+    assert list(r) == list(runrecord.NAMES) and r["output_tok_s"] is None  # every column, the measures empty
     assert (
         r["reason"].startswith("no_kv_cache: ")
         and "KV cache is needed, which is larger than the available KV cache memory" in r["reason"]

@@ -8,10 +8,10 @@ import time
 import pandas as pd
 import pytest
 
-from kpadstudy import record, runs, tables
+from kpadstudy import record, runrecord, runs, tables
 from kpadstudy.execute import wait_client
 
-OK_BENCH = {**dict.fromkeys(record.BENCH_KEYS, 1.0), "completed": 4, "failed": 0, "total_output_tokens": 32}
+OK_BENCH = {**dict.fromkeys(runrecord.CLIENT_KEYS, 1.0), "completed": 4, "failed": 0, "total_output_tokens": 32}
 
 
 def _sleepers():

@@ -42,9 +42,8 @@ from typing import Any, Iterator
 
 from kpad_plugin import check_suffix_available, read_stats
 
-from . import boot, corpora, cpus, metrics, ports, runs, widen
+from . import boot, corpora, cpus, metrics, ports, runrecord, runs, widen
 from .record import (
-    BENCH_KEYS,
     CLIENT_LIMIT_FRACTION,
     MIN_FULL_SHARE,
     acceptance,
@@ -226,7 +225,12 @@ def execute_run(
 
 
 def write_record(record: dict[str, Any], out_json: Path) -> None:
-    """Write a run record atomically (``.partial``, then renamed), so an interrupted write leaves none."""
+    """Write a run record atomically (``.partial``, then renamed), so an interrupted write leaves none.
+
+    Raises:
+        ValueError: the record's columns are not exactly :data:`kpadstudy.runrecord.NAMES` (a programming error).
+    """
+    runrecord.check(record, str(out_json))
     out_json.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out_json.with_suffix(".partial")
     tmp_out.write_text(json.dumps(record, indent=1, default=str))
@@ -247,7 +251,7 @@ def record_header(
     """The fields every record starts with: what ran (model, corpus, configuration, repeat, its ``position``
     in the repeat, ``phase``), the settings and versions, ``config_hash`` and ``started_at``."""
     load = config["load"]
-    return {
+    return runrecord.blank() | {
         "model": model,
         "corpus": corpus,
         **runs.describe(configuration),
@@ -697,7 +701,7 @@ def _attempt(
             deferred_check=deferred_check(server_cfg, configuration, after_stats),
         )
         if bench_json:
-            record.update({ours: bench_json.get(theirs) for theirs, ours in BENCH_KEYS.items()})
+            record.update({ours: bench_json.get(theirs) for theirs, ours in runrecord.CLIENT_KEYS.items()})
             record.update(metrics.itl_per_token(bench_json))
         record["client_limited"], record["client_limited_reason"] = client_limit(
             record.get("output_tok_s"),

@@ -18,20 +18,8 @@ from typing import Any
 
 from kpad_plugin import LOADED_MESSAGE, auto
 
+from .runrecord import CLIENT_KEYS
 from .runs import configured_env
-
-BENCH_KEYS = {
-    "duration": "duration_s",
-    "completed": "completed",
-    "failed": "failed",
-    "total_input_tokens": "input_tokens",
-    "total_output_tokens": "output_tokens",
-    "output_throughput": "output_tok_s",
-    "request_throughput": "request_throughput",
-}
-for _m in ("ttft", "tpot", "itl", "e2el"):
-    for _stat in ("mean", "p50", "p90", "p99"):
-        BENCH_KEYS[f"{_stat}_{_m}_ms"] = f"{_m}_{_stat}_ms"
 
 
 def versions() -> dict[str, Any]:
@@ -251,12 +239,12 @@ def classify(
         return "invalid", f"warm-up: {warmup.get('completed')} of {warmup['n']} requests completed"
     if bench is None:
         return "invalid", client_failure or "benchmark client wrote no result"
-    missing = sorted(k for k in BENCH_KEYS if bench.get(k) is None)
+    missing = sorted(k for k in CLIENT_KEYS if bench.get(k) is None)
     if missing:
         return "invalid", (
             f"the client's result lacks {', '.join(missing)} (or holds null there): the record reads these keys of "
-            "vllm bench serve's result (kpadstudy.record.BENCH_KEYS); a vLLM that names them otherwise needs them "
-            "mapped there"
+            "vllm bench serve's result (the client_key of kpadstudy.runrecord.COLUMNS); a vLLM that names them "
+            "otherwise needs them mapped there"
         )
     if not plugin_ok:
         return "invalid", (

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import compare, paired, tables
+from . import compare, paired, runrecord, tables
 from .paired import n_text as _n_text
 from .paired import ratio_of_ratios
 
-RUNS_COLUMNS = {"model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s"}
+RUNS_COLUMNS = runrecord.names("model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s")
 KEYS = ["model", "corpus", "phase"]
 COMPARISON_KEYS = [*KEYS, "numerator", "denominator"]
 CONFIGURATION_KEYS = [*KEYS, "configuration"]

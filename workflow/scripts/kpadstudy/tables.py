@@ -13,6 +13,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from . import runrecord
+
 CELL_KEYS = ["model", "corpus", "configuration", "method", "k", "pad", "device"]
 NOISY_REL_MAD = 0.05  # a configuration whose MAD exceeds 5% of its median is flagged ``noisy``
 MIN_NOISE_N = 3  # fewer valid repeats: MAD and noisy are unknown (NaN / None), never 0 / False
@@ -27,6 +29,7 @@ SUMMARIZED = [
     "mean_acceptance_length",
     "full_share_decode",
 ]
+runrecord.names(*CELL_KEYS, *SUMMARIZED)  # a typo here fails at import, naming the column
 
 
 def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
@@ -52,8 +55,12 @@ def read_records(paths: Iterable[Path], required: set[str]) -> pd.DataFrame:
 
 
 def read_runs(paths: Iterable[Path]) -> pd.DataFrame:
-    """One row per run record (the JSON that a run job writes); see :func:`read_records`."""
-    return read_records(paths, {"model", "corpus", "configuration", "repeat", "status"})
+    """One row per run record (the JSON that a run job writes; :mod:`kpadstudy.runrecord`), its columns in the
+    record's order; a column of an older record that the definition no longer has is kept, after them. See
+    :func:`read_records` (the record must name its run: :data:`kpadstudy.runrecord.IDENTITY`)."""
+    table = read_records(paths, set(runrecord.IDENTITY))
+    known = [c for c in runrecord.NAMES if c in table]
+    return table[known + [c for c in table if c not in runrecord.BY_NAME]]
 
 
 def lost_graphs(rows: pd.DataFrame) -> pd.Series:
