@@ -38,11 +38,15 @@ def test_readers_take_their_columns_from_the_definition():
     assert len(runrecord.CLIENT_KEYS) == 23
     assert runrecord.CLIENT_KEYS["output_throughput"] == "output_tok_s"
     assert runrecord.CLIENT_KEYS["p99_itl_ms"] == "itl_p99_ms"
-    assert record.classify({}, 1, True, True)[1].startswith("the client's result lacks completed, duration, failed, mean_e2el_ms")
+    assert record.classify({}, 1, True, True)[1].startswith(
+        "the client's result lacks completed, duration, failed, mean_e2el_ms"
+    )
 
 
 def test_read_runs_orders_columns_as_defined_and_keeps_an_old_one(tmp_path):
     path = tmp_path / "r1.json"
-    path.write_text('{"status": "ok", "old_column": 1, "repeat": 1, "configuration": "van", "corpus": "c", "model": "m"}')
+    path.write_text(
+        '{"status": "ok", "old_column": 1, "repeat": 1, "configuration": "van", "corpus": "c", "model": "m"}'
+    )
     table = tables.read_runs([path])
     assert list(table.columns) == ["model", "corpus", "configuration", "repeat", "status", "old_column"]
