@@ -120,15 +120,11 @@ def execute_run(
     ``position`` is the run's 1-based place in its repeat; None = its place in the sweep's order
     (:func:`kpadstudy.runs.position`; a confirmation run passes its place in :func:`kpadstudy.confirm.confirm_order`).
 
-    The run owns its server's whole life: it takes a locked block of ports (:mod:`kpadstudy.ports`), a CPU
-    slot of config ``taskset`` (:func:`kpadstudy.cpus.allocated_slot`; recorded as ``cpu_slot``,
-    ``server_cpus``, ``client_cpus``) and, on a GPU node, its own GPUs (:mod:`kpadstudy.gpus`,
-    ``CUDA_VISIBLE_DEVICES``), boots the server in
-    its own process group, and stops that group on success, on error and on SIGINT / SIGTERM (the rule
-    script turns SIGTERM into ``SystemExit``). A boot that fails is classified (:mod:`kpadstudy.boot`)
-    and retried with the settings of config ``server.retry``; each attempt's settings are recorded in
-    ``attempt_settings``. The record is written atomically (``.partial``, then renamed), so an
-    interrupted run leaves no record and is redone by the next ``snakemake``.
+    The run takes a locked block of ports (:mod:`kpadstudy.ports`), a CPU slot of config ``taskset``
+    (:func:`kpadstudy.cpus.allocated_slot`) and, on a GPU node, its own GPUs (:mod:`kpadstudy.gpus`); the server's
+    process group is stopped on success, error, SIGINT and SIGTERM (:func:`kpadstudy.server.running_server`). A
+    failed boot is classified (:mod:`kpadstudy.boot`) and retried with config ``server.retry``
+    (:func:`_boot_attempts`). The record is written atomically, so an interrupted run leaves none.
 
     Args:
         allowed_cpus: CPUs this job may use (default ``os.sched_getaffinity(0)``).
@@ -138,90 +134,90 @@ def execute_run(
         The record (also written). Boot failures and invalid measurements are records too.
 
     Raises:
-        ValueError: a taskset list outside ``allowed_cpus``, a retry adjustment the config cannot apply,
-            an unknown configuration: errors in our own inputs, before any server starts.
+        ValueError: our own inputs, before any server starts (:func:`_checked_inputs`).
         KeyError: a config key the run needs is missing (a config that bypassed the schema).
-        TimeoutError: the GPUs the run needs (``node.gpu_wait_s``) or a CPU slot (``node.cpu_wait_s``) did not
-            become free.
+        TimeoutError: the run's GPUs (``node.gpu_wait_s``) or a CPU slot (``node.cpu_wait_s``) stayed busy.
         RuntimeError: no free port block (:func:`kpadstudy.ports.port_block`).
         OSError: the record cannot be written.
     """
-    known = {c.name: c for c in runs.configurations(config)}
-    if configuration_name not in known:
-        raise ValueError(
-            f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})"
-        )
-    configuration = known[configuration_name]
-    pin = config.get("taskset") or {}
-    cpus.check_pinning(pin, allowed_cpus)
-    backend = config["server"].get("backend", "vllm")
-    if configuration.suffix and backend == "vllm":  # stop before any server starts (ngram needs no arctic-inference)
-        check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
-    retry = config["server"].get("retry") or {"attempts": 1, "adjust": {}}
-    boot.attempt_settings(
-        config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {})
-    )  # config errors now
-    node = config.get("node") or {}
-    device = resolve_device(config.get("device", "auto"))
-    records = corpora.read_jsonl(Path(corpus_path))
-    log_dir = Path(log_dir)
+    configuration, retry = _checked_inputs(config, configuration_name, allowed_cpus)
+    node, device, log_dir = config.get("node") or {}, resolve_device(config.get("device", "auto")), Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    server_log, client_log = log_dir / "server.log", log_dir / "client.log"
-    for p in (server_log, client_log, log_dir / "server.pid"):
-        p.unlink(missing_ok=True)
+    for name in ("server.log", "client.log", "server.pid"):  # a rerun's logs start empty
+        (log_dir / name).unlink(missing_ok=True)
     tp = int(config["models"][model].get("tensor_parallel_size", 1))
-    n_gpus = tp if device == "cuda" else 0
-
+    n_gpus = tp if device == "cuda" else 0  # GPUs this run takes
     record = record_header(config, model, corpus, configuration, repeat, phase, position, device, workflow_commit)
     record.update(widen.model_facts(Path(model_path)))
     with (
         ports.port_block(node.get("lock_dir"), node.get("port_range")) as block,
-        cpus.allocated(pin, n_gpus, node, prefer=f"{model}/{corpus}", allowed=allowed_cpus) as (
+        cpus.allocated(config.get("taskset") or {}, n_gpus, node, prefer=f"{model}/{corpus}", allowed=allowed_cpus) as (
             slot_index,
             slot,
             gpu_ids,
         ),
         tempfile.TemporaryDirectory() as tmp,
     ):
+        gpus = gpu_ids if n_gpus else None
         record.update(
             port=block.api,
             vllm_port=block.vllm_base,
-            cuda_visible_devices=",".join(gpu_ids) if n_gpus else None,
+            cuda_visible_devices=",".join(gpus) if gpus else None,
             cpu_slot=slot_index,
             server_cpus=slot["server"],
             client_cpus=slot["client"],
             cpus_shared=slot["shared"],
         )
+        records, backend = corpora.read_jsonl(Path(corpus_path)), config["server"].get("backend", "vllm")
         context = RunContext(
-            model=model,
-            model_path=model_path,
-            configuration=configuration,
-            records=records,
-            block=block,
-            slot=slot,
-            gpu_ids=gpu_ids if n_gpus else None,
-            device=device,
-            tensor_parallel_size=tp,
-            backend=backend,
-            plugin_path=plugin_path,
-            server_log=server_log,
-            client_log=client_log,
-        )
-        history: list[str] = []
-        attempt_log: list[dict[str, Any]] = []
-        # attempts >= 1 (schema), so the first call always gives settings
-        while (settings := boot.attempt_settings(config, retry, history)) is not None:
-            attempt_config = boot.apply_settings(config, settings)
-            outcome = _attempt(context, attempt_config, settings, Path(tmp) / f"attempt{len(history) + 1}", record)
-            attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
-            if outcome == "ok":
-                break
-            history.append(outcome)
-        record["attempts"] = len(attempt_log)
-        record["attempt_settings"] = attempt_log
+            model, model_path, configuration, records, block, slot, gpus, device, tp, backend, plugin_path,
+            log_dir / "server.log", log_dir / "client.log",
+        )  # fmt: skip
+        record.update(_boot_attempts(context, config, retry, Path(tmp), record))
     record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     write_record(record, Path(out_json))
     return record
+
+
+def _checked_inputs(
+    config: dict[str, Any], configuration_name: str, allowed_cpus: set[int] | None
+) -> tuple[runs.Configuration, dict[str, Any]]:
+    """The run's configuration and retry policy, after the checks that must fail before any server starts: an
+    unknown configuration, a taskset outside ``allowed_cpus``, suffix decoding without arctic-inference, a retry
+    adjustment the config cannot apply (ValueError, naming it)."""
+    known = {c.name: c for c in runs.configurations(config)}
+    if configuration_name not in known:
+        raise ValueError(
+            f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})"
+        )
+    configuration = known[configuration_name]
+    cpus.check_pinning(config.get("taskset") or {}, allowed_cpus)
+    if configuration.suffix and config["server"].get("backend", "vllm") == "vllm":  # ngram needs no arctic-inference
+        check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
+    retry = config["server"].get("retry") or {"attempts": 1, "adjust": {}}
+    boot.attempt_settings(
+        config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {})
+    )  # config errors now
+    return configuration, retry
+
+
+def _boot_attempts(
+    context: RunContext, config: dict[str, Any], retry: dict[str, Any], tmp: Path, record: dict[str, Any]
+) -> dict[str, Any]:
+    """Boot attempts under the retry policy (:func:`kpadstudy.boot.attempt_settings`) until one boots; each fills
+    ``record`` (:func:`_attempt`). Returns ``attempts`` and ``attempt_settings`` (each attempt's settings and
+    result)."""
+    history: list[str] = []
+    attempt_log: list[dict[str, Any]] = []
+    # attempts >= 1 (schema), so the first call always gives settings
+    while (settings := boot.attempt_settings(config, retry, history)) is not None:
+        attempt_config = boot.apply_settings(config, settings)
+        outcome = _attempt(context, attempt_config, settings, tmp / f"attempt{len(history) + 1}", record)
+        attempt_log.append({"attempt": len(history) + 1, **settings, "result": outcome})
+        if outcome == "ok":
+            break
+        history.append(outcome)
+    return {"attempts": len(attempt_log), "attempt_settings": attempt_log}
 
 
 def write_record(record: dict[str, Any], out_json: Path) -> None:
@@ -370,7 +366,15 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
             f"attempt {last} of this run failed with {errors[-1]['error']} "
             f"(journal {log_dir / ATTEMPTS_FILE}); fix that and rerun"
         )
-    config = kwargs["config"]
+    record = lost_record(journal, run_attempts, **kwargs)
+    write_record(record, out_json)
+    return record
+
+
+def lost_record(journal: list[dict[str, Any]], run_attempts: int, **kwargs: Any) -> dict[str, Any]:
+    """The record of a run whose job was killed on each measuring attempt: status ``lost``, the reason naming each
+    attempt's start, host and error from the attempt ``journal``; ``kwargs`` as for :func:`execute_run`."""
+    config, log_dir = kwargs["config"], Path(kwargs["log_dir"])
     known = {c.name: c for c in runs.configurations(config)}
     starts = [e for e in journal if e["event"] == "start"]
     failed = {e["attempt"]: e.get("error", "?") for e in journal if e["event"] == "error"}
@@ -399,7 +403,6 @@ def run_job(*, attempt: int, run_attempts: int, **kwargs: Any) -> dict[str, Any]
         attempts=len(starts),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
-    write_record(record, out_json)
     return record
 
 
@@ -529,28 +532,32 @@ class RunContext:
     client_log: Path
 
 
-def _attempt(
-    ctx: RunContext, config: dict[str, Any], settings: dict[str, Any], tmp: Path, record: dict[str, Any]
-) -> str:
-    """One boot of the server and, once healthy, the measurement; fills ``record``.
+@dataclasses.dataclass(frozen=True)
+class Commands:
+    """What one boot attempt runs (:func:`commands`).
 
-    Args:
-        ctx: the run's fixed facts.
-        config: the config with this attempt's settings applied (:func:`kpadstudy.boot.apply_settings`).
-        settings: this attempt's adjustable settings (written to the server log).
-        tmp: this attempt's scratch folder (prompt files, the client's result, counters, vLLM's sockets).
-        record: the run's record, filled in place.
-
-    Returns ``"ok"`` when the server became healthy (whatever the measurement's status), else the boot
-    failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``;
-    ``"client_error"`` when the client could not be started.
+    Attributes:
+        server, env: the server's command line and environment; ``recorded_env`` the record's ``server_env``.
+        client, client_env: the load generator's command line and environment.
+        n_warmup, n_measured: prompts it sends.
+        tmp: the attempt's scratch folder: the client writes ``after-warmup.json`` (its snapshot after the
+            warm-up), ``bench.json`` (its result) and ``progress`` there; the K-pad plugin ``kpad-stats/``.
     """
+
+    server: list[str]
+    env: dict[str, str]
+    recorded_env: str
+    client: list[str]
+    client_env: dict[str, str]
+    n_warmup: int
+    n_measured: int
+    tmp: Path
+
+
+def commands(ctx: RunContext, config: dict[str, Any], configuration: runs.Configuration, tmp: Path) -> Commands:
+    """The server's and the client's commands of one attempt, and the prompt files the client reads (written)."""
     server_cfg, load = config["server"], config["load"]
-    block, pin, server_log, client_log = ctx.block, ctx.slot, ctx.server_log, ctx.client_log
-    configuration = ctx.configuration
-    if settings.get("gpu_memory_utilization") not in (None, configuration.gpu_memory_utilization):
-        configuration = dataclasses.replace(configuration, gpu_memory_utilization=settings["gpu_memory_utilization"])
-    base_url = f"http://127.0.0.1:{block.api}"
+    block, pin = ctx.block, ctx.slot
     if ctx.backend == "fake":
         server_cmd = fake_server_command(block.api, configuration, server_cfg, pin["server"])
     else:
@@ -576,167 +583,83 @@ def _attempt(
         cuda_visible_devices=ctx.gpu_ids,
         scratch_dir=str(tmp),
     )
+    recorded = runs.recorded_env(env, runs.configured_env(server_cfg.get("env"), configuration.env))
+    env["KPAD_STATS_DIR"] = str(tmp / "kpad-stats")
     # the client's imports leave torch's cache folders in the run's scratch, not in /tmp
     client_env = dict(os.environ, TMPDIR=str(tmp))
     client_env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + (
         ":" + client_env["PYTHONPATH"] if client_env.get("PYTHONPATH") else ""
     )
-    record["server_command"] = " ".join(server_cmd)
-    record["server_env"] = runs.recorded_env(env, runs.configured_env(server_cfg.get("env"), configuration.env))
-    stats_dir = tmp / "kpad-stats"
-    env["KPAD_STATS_DIR"] = str(stats_dir)
-    snapshot = tmp / "after-warmup.json"
-    files = {}
-    for split in ("warmup", "measured"):
-        files[split] = tmp / f"{split}.jsonl"
-        files[split + "_n"] = corpora.write_jsonl(corpora.bench_prompts(ctx.records, split), files[split])
+    n = {
+        split: corpora.write_jsonl(corpora.bench_prompts(ctx.records, split), tmp / f"{split}.jsonl")
+        for split in ("warmup", "measured")
+    }
     client_cmd = (
         runs.bench_command(
-            base_url=base_url,
+            base_url=f"http://127.0.0.1:{block.api}",
             served_model_name=ctx.model,
             tokenizer=ctx.model_path,
-            dataset_path=str(files["measured"]),
-            num_prompts=files["measured_n"],
+            dataset_path=str(tmp / "measured.jsonl"),
+            num_prompts=n["measured"],
             load=load,
             seed=server_cfg.get("seed", 0),
             result_dir=str(tmp),
             result_filename="bench.json",
             cpus=pin["client"],
         )
-        + runs.warmup_args(str(files["warmup"]), files["warmup_n"])
-        + [
-            "--snapshot-out",
-            str(snapshot),
-            "--stats-dir",
-            str(stats_dir),
-            "--wait-healthy-s",
-            str(float(server_cfg["boot_timeout_s"]) + 30),
-            "--progress-file",
-            str(tmp / "progress"),
-        ]
+        + runs.warmup_args(str(tmp / "warmup.jsonl"), n["warmup"])
+        + ["--snapshot-out", str(tmp / "after-warmup.json"), "--stats-dir", str(tmp / "kpad-stats")]
+        + ["--wait-healthy-s", str(float(server_cfg["boot_timeout_s"]) + 30), "--progress-file", str(tmp / "progress")]
     )
-    record["client_command"] = " ".join(client_cmd)
-    record["n_warmup"], record["n_measured"] = files["warmup_n"], files["measured_n"]
-    log_start = server_log.stat().st_size if server_log.exists() else 0
-    with open(server_log, "a") as f:
+    return Commands(server_cmd, env, recorded, client_cmd, client_env, n["warmup"], n["measured"], tmp)
+
+
+def _attempt(
+    ctx: RunContext, config: dict[str, Any], settings: dict[str, Any], tmp: Path, record: dict[str, Any]
+) -> str:
+    """One boot of the server and, once healthy, the measurement; fills ``record``.
+
+    Args:
+        ctx: the run's fixed facts.
+        config: the config with this attempt's settings applied (:func:`kpadstudy.boot.apply_settings`).
+        settings: this attempt's adjustable settings (written to the server log).
+        tmp: this attempt's scratch folder (prompt files, the client's result, counters, vLLM's sockets).
+        record: the run's record, filled in place.
+
+    Returns ``"ok"`` when the server became healthy (whatever the measurement's status), else the boot
+    failure's reason (:func:`kpadstudy.boot.classify_boot_failure`), also recorded as ``boot_failed``;
+    ``"client_error"`` when the client could not be started.
+    """
+    configuration = ctx.configuration
+    if settings.get("gpu_memory_utilization") not in (None, configuration.gpu_memory_utilization):
+        configuration = dataclasses.replace(configuration, gpu_memory_utilization=settings["gpu_memory_utilization"])
+    cmds = commands(ctx, config, configuration, tmp)
+    record.update(
+        server_command=" ".join(cmds.server),
+        server_env=cmds.recorded_env,
+        client_command=" ".join(cmds.client),
+        n_warmup=cmds.n_warmup,
+        n_measured=cmds.n_measured,
+        boot_failure=None,
+    )
+    log_start = ctx.server_log.stat().st_size if ctx.server_log.exists() else 0
+    with open(ctx.server_log, "a") as f:
         f.write(f"=== kpadstudy: attempt with {json.dumps(settings)}\n")
-    record["boot_failure"] = None
     client = None
     try:
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
-        with stage("client start"), open(client_log, "ab") as clog:
-            client = start_group(client_cmd, client_env, clog)
-        with running_server(server_cmd, env, base_url, server_log, float(server_cfg["boot_timeout_s"])) as (
-            proc,
-            boot_s,
-        ):
-            record["boot_s"] = round(boot_s, 2)
-            # the CPUs each side really had (taskset has exec'd by now: the server answers /health)
-            record["server_cpus_allowed"] = cpus.process_cpus(proc.pid)
-            record["client_cpus_allowed"] = cpus.process_cpus(client.pid)
-            with stage("measurement"):
-                alive, watchdog = wait_client(
-                    client,
-                    proc,
-                    progress=tmp / "progress",
-                    stall_s=load.get("stall_s"),
-                    deadline_s=load.get("deadline_s"),
-                )
-                if watchdog:
-                    watchdog = f"{'measurement' if snapshot.exists() else 'warm-up'}: {watchdog}"
-            time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
-            after_text = ""
-            if alive and not watchdog:  # a stalled server may not answer /metrics either: the stall is the reason
-                with stage("metrics"):
-                    try:
-                        after_text = get_text(f"{base_url}/metrics")
-                    except OSError:
-                        if proc.poll() is None:
-                            raise
-                        alive = False  # died just now
-            with stage("counters"):
-                after_stats = {k: dict(v) for k, v in read_stats(stats_dir).items()}
+        with stage("client start"), open(ctx.client_log, "ab") as clog:
+            client = start_group(cmds.client, cmds.client_env, clog)
+        seen = observe(ctx, config, cmds, client, record)
         record["client_returncode"] = client.returncode
-        with stage("warm-up"):
-            snap = (
-                json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}, "warmup": None}
-            )
-        with stage("measurement"):
-            result_file = tmp / "bench.json"
-            bench_json = json.loads(result_file.read_text()) if result_file.exists() else None
-            failure = (
-                ""
-                if bench_json
-                else client_failure(client.returncode, client_log.read_text(errors="replace"), snapshot.exists())
-            )
-        with stage("metrics"):
-            before, after = metrics.parse_counters(snap["metrics"]), metrics.parse_counters(after_text)
-            before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], after_text))
-        record["accepted_per_position"] = [
-            a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)
-        ]
-        plugin_ok = (
-            (not configuration.pad)
-            or ctx.backend == "fake"
-            or plugin_active(server_log, adaptive=bool(configuration.lengths))
-        )
-        checks = (bench_json or {}).get("kpadstudy") or {}
-        record["failed_requests"] = checks.get("failed_requests")
-        record["corpus_prompt_tokens"] = corpus_prompt_tokens(ctx.records, ctx.model)
-        record["server_prompt_tokens"] = checks.get("server_prompt_tokens")
-        with stage("counters"):
-            steps = step_measures(snap["stats"], after_stats)
-        record["status"], record["reason"] = classify(
-            bench_json,
-            files["measured_n"],
-            alive,
-            plugin_ok,
-            failure,
-            snap.get("warmup"),
-            watchdog=watchdog,
-            # the fake server counts words, not tokens: nothing to compare there
-            prompt_tokens=(record["corpus_prompt_tokens"], record["server_prompt_tokens"])
-            if ctx.backend != "fake"
-            else (None, None),
-            deferred_check=deferred_check(server_cfg, configuration, after_stats),
-        )
-        if bench_json:
-            record.update({ours: bench_json.get(theirs) for theirs, ours in runrecord.CLIENT_KEYS.items()})
-            record.update(metrics.itl_per_token(bench_json))
-        record["client_limited"], record["client_limited_reason"] = client_limit(
-            record.get("output_tok_s"),
-            load.get("client_ceiling_tok_s"),
-            load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION),
-        )
-        delta = metrics.counter_delta(before, after)
-        record.update({k: delta.get(k) for k in metrics.COUNTERS})
-        record.update(metrics.speculation_measures(delta))
-        record.update(steps)
-        record.update(
-            acceptance(
-                record["accepted_per_position"],
-                record["real_draft_per_position"],
-                record.get("spec_accepted_tokens"),
-                record["kpad_real_draft_tokens"],
-            )
-        )
-        record.update(resolved_settings(server_log.read_text(errors="replace")))
-        if "async_scheduling" in after_stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
-            record["async_scheduling"] = bool(after_stats["scheduler"]["async_scheduling"])
-        record["graph_lost"], record["graph_lost_reason"] = graph_lost(
-            configuration, ctx.device, record.get("full_share_decode"), server_cfg.get("min_full_share", MIN_FULL_SHARE)
-        )
+        record.update(measures(ctx, config, configuration, cmds, seen, client.returncode))
         return "ok"
     except ServerBootError as err:
-        with open(server_log, "rb") as f:
+        with open(ctx.server_log, "rb") as f:
             f.seek(log_start)
             text = f.read().decode("utf-8", errors="replace")
         reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout", err.error)
-        record["status"], record["reason"], record["boot_failure"] = (
-            "boot_failed",
-            f"{reason}: {evidence} ({err})",
-            reason,
-        )
+        record.update(status="boot_failed", reason=f"{reason}: {evidence} ({err})", boot_failure=reason)
         return reason
     except StageError as err:  # the server booted (or the client could not start): a measurement that cannot be trusted
         record["status"], record["reason"] = "invalid", str(err)
@@ -746,3 +669,149 @@ def _attempt(
     finally:
         if client is not None:
             stop(client, grace_s=5.0)  # no-op when it has exited
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """What :func:`observe` saw of a measurement: whether the server was ``alive`` at its end, the watchdog's
+    reason (``""``: it did not fire), the server's ``/metrics`` text then (``""``: not read) and the K-pad
+    plugin's counters ``{role: counters}``."""
+
+    alive: bool
+    watchdog: str
+    metrics_text: str
+    stats: dict[str, dict]
+
+
+def observe(
+    ctx: RunContext, config: dict[str, Any], cmds: Commands, client: subprocess.Popen, record: dict[str, Any]
+) -> Seen:
+    """Boot the server (its life: :func:`kpadstudy.server.running_server`), watch the client, which waits for it, to
+    its end, then read ``/metrics`` and the K-pad counters, and stop the server.
+
+    Sets ``boot_s`` and the CPUs each side really had in ``record`` as soon as the server answers, so an invalid
+    measurement keeps them. Raises :class:`kpadstudy.server.ServerBootError` (no boot) or :class:`StageError`.
+    """
+    server_cfg, load = config["server"], config["load"]
+    base_url = f"http://127.0.0.1:{ctx.block.api}"
+    snapshot = cmds.tmp / "after-warmup.json"
+    with running_server(cmds.server, cmds.env, base_url, ctx.server_log, float(server_cfg["boot_timeout_s"])) as (
+        proc,
+        boot_s,
+    ):
+        record["boot_s"] = round(boot_s, 2)
+        # the CPUs each side really had (taskset has exec'd by now: the server answers /health)
+        record["server_cpus_allowed"] = cpus.process_cpus(proc.pid)
+        record["client_cpus_allowed"] = cpus.process_cpus(client.pid)
+        with stage("measurement"):
+            alive, watchdog = wait_client(
+                client,
+                proc,
+                progress=cmds.tmp / "progress",
+                stall_s=load.get("stall_s"),
+                deadline_s=load.get("deadline_s"),
+            )
+            if watchdog:
+                watchdog = f"{'measurement' if snapshot.exists() else 'warm-up'}: {watchdog}"
+        time.sleep(0.6)  # K-pad counter files are flushed every 0.2 s
+        after_text = ""
+        if alive and not watchdog:  # a stalled server may not answer /metrics either: the stall is the reason
+            with stage("metrics"):
+                try:
+                    after_text = get_text(f"{base_url}/metrics")
+                except OSError:
+                    if proc.poll() is None:
+                        raise
+                    alive = False  # died just now
+        with stage("counters"):
+            stats = {k: dict(v) for k, v in read_stats(cmds.tmp / "kpad-stats").items()}
+    return Seen(alive, watchdog, after_text, stats)
+
+
+def client_result(ctx: RunContext, cmds: Commands, returncode: int | None) -> tuple[dict, dict | None, str]:
+    """``(snapshot, result, failure)``: the client's snapshot after the warm-up (``{"metrics", "stats",
+    "warmup"}``, empty when it wrote none), its ``vllm bench serve`` result (None when it wrote none) and then why
+    (:func:`kpadstudy.record.client_failure`; ``""`` when it wrote one)."""
+    snapshot = cmds.tmp / "after-warmup.json"
+    with stage("warm-up"):
+        snap = json.loads(snapshot.read_text()) if snapshot.exists() else {"metrics": "", "stats": {}, "warmup": None}
+    with stage("measurement"):
+        result_file = cmds.tmp / "bench.json"
+        bench = json.loads(result_file.read_text()) if result_file.exists() else None
+        failure = (
+            "" if bench else client_failure(returncode, ctx.client_log.read_text(errors="replace"), snapshot.exists())
+        )
+    return snap, bench, failure
+
+
+def measures(
+    ctx: RunContext,
+    config: dict[str, Any],
+    configuration: runs.Configuration,
+    cmds: Commands,
+    seen: Seen,
+    returncode: int | None,
+) -> dict[str, Any]:
+    """The record's columns of a measurement whose server booted: status and reason (:func:`classify`), the
+    client's numbers, vLLM's counters, the K-pad plugin's step measures, acceptance, what the server ran with and
+    whether a kpad run lost its FULL cudagraphs. Raises :class:`StageError` where a file cannot be read."""
+    server_cfg, load = config["server"], config["load"]
+    snap, bench, failure = client_result(ctx, cmds, returncode)
+    with stage("metrics"):
+        before, after = metrics.parse_counters(snap["metrics"]), metrics.parse_counters(seen.metrics_text)
+        before_pos, after_pos = (metrics.parse_accepted_per_position(t) for t in (snap["metrics"], seen.metrics_text))
+    with stage("counters"):
+        steps = step_measures(snap["stats"], seen.stats)
+    checks = (bench or {}).get("kpadstudy") or {}
+    out: dict[str, Any] = {
+        "accepted_per_position": [a - (before_pos[i] if i < len(before_pos) else 0.0) for i, a in enumerate(after_pos)],
+        "failed_requests": checks.get("failed_requests"),
+        "corpus_prompt_tokens": corpus_prompt_tokens(ctx.records, ctx.model),
+        "server_prompt_tokens": checks.get("server_prompt_tokens"),
+    }
+    plugin_ok = (
+        (not configuration.pad)
+        or ctx.backend == "fake"
+        or plugin_active(ctx.server_log, adaptive=bool(configuration.lengths))
+    )
+    out["status"], out["reason"] = classify(
+        bench,
+        cmds.n_measured,
+        seen.alive,
+        plugin_ok,
+        failure,
+        snap.get("warmup"),
+        watchdog=seen.watchdog,
+        # the fake server counts words, not tokens: nothing to compare there
+        prompt_tokens=(out["corpus_prompt_tokens"], out["server_prompt_tokens"])
+        if ctx.backend != "fake"
+        else (None, None),
+        deferred_check=deferred_check(server_cfg, configuration, seen.stats),
+    )
+    if bench:
+        out.update({ours: bench.get(theirs) for theirs, ours in runrecord.CLIENT_KEYS.items()})
+        out.update(metrics.itl_per_token(bench))
+    out["client_limited"], out["client_limited_reason"] = client_limit(
+        out.get("output_tok_s"),
+        load.get("client_ceiling_tok_s"),
+        load.get("client_limit_fraction", CLIENT_LIMIT_FRACTION),
+    )
+    delta = metrics.counter_delta(before, after)
+    out.update({k: delta.get(k) for k in metrics.COUNTERS})
+    out.update(metrics.speculation_measures(delta))
+    out.update(steps)
+    out.update(
+        acceptance(
+            out["accepted_per_position"],
+            out["real_draft_per_position"],
+            out.get("spec_accepted_tokens"),
+            out["kpad_real_draft_tokens"],
+        )
+    )
+    out.update(resolved_settings(ctx.server_log.read_text(errors="replace")))
+    if "async_scheduling" in seen.stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
+        out["async_scheduling"] = bool(seen.stats["scheduler"]["async_scheduling"])
+    out["graph_lost"], out["graph_lost_reason"] = graph_lost(
+        configuration, ctx.device, out.get("full_share_decode"), server_cfg.get("min_full_share", MIN_FULL_SHARE)
+    )
+    return out
