@@ -178,9 +178,9 @@ def test_only_suffix_methods_need_arctic_inference(tmp_path, monkeypatch):
         plugin_path="/p",
     )
     with pytest.raises(_Reached):
-        execute.execute_run(configuration_name="ngram7", **kwargs)
+        execute.execute_run(configuration=runs.configuration(cfg, "ngram7"), **kwargs)
     with pytest.raises(RuntimeError, match=r"^configuration 'suf' uses suffix decoding: suffix decoding needs"):
-        execute.execute_run(configuration_name="suf", **kwargs)
+        execute.execute_run(configuration=runs.configuration(cfg, "suf"), **kwargs)
 
 
 def test_switched_off_entries_are_listed_with_what_they_would_add():

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from kpadstudy import corpora, execute, server
+from kpadstudy import corpora, execute, runs, server
 from kpadstudy.server import group_alive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ def execute_run(tmp_path: Path, cfg: dict, model_path: Path, configuration: str 
         model_path=str(model_path),
         corpus_path=str(corpus_file(tmp_path)),
         corpus="c",
-        configuration_name=configuration,
+        configuration=runs.configuration(cfg, configuration),
         repeat=1,
         out_json=tmp_path / "record.json",
         log_dir=tmp_path / "logs",
@@ -229,7 +229,7 @@ def test_auto_cpu_sets_two_runs_on_fake_gpus_at_once_never_share_a_cpu(tmp_path,
             model_path=str(smol_model),
             corpus_path=str(corpus_file(d)),
             corpus=name,
-            configuration_name="van",
+            configuration=runs.configuration(cfg, "van"),
             repeat=1,
             out_json=d / "record.json",
             log_dir=d / "logs",
@@ -266,7 +266,7 @@ def test_the_attempt_after_the_last_records_lost_with_the_journal_it_finds(tmp_p
     )
     kwargs = dict(
         config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
-        configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
+        configuration=runs.configuration(cfg, "van"), repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
         plugin_path=str(ROOT / "workflow" / "scripts"),
     )  # fmt: skip
     r = execute.run_job(attempt=3, run_attempts=2, **kwargs)
@@ -297,7 +297,7 @@ def test_an_attempt_after_a_ctrl_c_fails_at_once_instead_of_measuring(tmp_path, 
     )
     kwargs = dict(
         config=cfg, model=MODEL, model_path=str(smol_model), corpus_path=str(corpus_file(tmp_path)), corpus="c",
-        configuration_name="van", repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
+        configuration=runs.configuration(cfg, "van"), repeat=1, out_json=tmp_path / "record.json", log_dir=logs,
         plugin_path=str(ROOT / "workflow" / "scripts"),
     )  # fmt: skip
     for attempt in (2, 3):  # the measuring retry, then the bookkeeping attempt

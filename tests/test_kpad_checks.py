@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import kpad_plugin
-from kpadstudy import execute, record, runrecord
+from kpadstudy import execute, record, runrecord, runs
 
 
 def test_supported_versions_pass():
@@ -109,7 +109,7 @@ def test_run_with_suffix_and_no_arctic_inference_fails_before_any_server(monkeyp
             model_path="/nonexistent",
             corpus_path="/nonexistent",
             corpus="c",
-            configuration_name="suf",
+            configuration=runs.configuration(config, "suf"),
             repeat=1,
             out_json=tmp_path / "r.json",
             log_dir=tmp_path,

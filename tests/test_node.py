@@ -397,7 +397,7 @@ def test_run_refuses_pinning_outside_the_job_before_any_server(tmp_path):
             model_path="/m",
             corpus_path="/c",
             corpus="c",
-            configuration_name="van",
+            configuration=runs.configuration(cfg, "van"),
             repeat=1,
             out_json=tmp_path / "r.json",
             log_dir=tmp_path,

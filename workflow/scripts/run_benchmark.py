@@ -11,7 +11,7 @@ from kpadstudy.confirm import confirm_position
 from kpadstudy.execute import run_job
 from kpadstudy.progress import line as progress_line
 from kpadstudy.progress import update as update_progress
-from kpadstudy.runs import workflow_commit
+from kpadstudy.runs import configuration, workflow_commit
 
 if __name__ == "__main__":  # vLLM's engine needs the guard
     # Snakemake stops jobs with SIGTERM, Ctrl-C sends SIGINT: both become SystemExit, so the server is stopped in
@@ -32,7 +32,7 @@ if __name__ == "__main__":  # vLLM's engine needs the guard
         model_path=sm.input.model,
         corpus_path=sm.input.corpus,
         corpus=w.corpus,
-        configuration_name=w.configuration,
+        configuration=configuration(sm.config, w.configuration),  # the job's own configuration, resolved once
         repeat=int(w.repeat),
         out_json=Path(sm.output[0]),
         log_dir=Path(sm.log.server).parent,

@@ -105,7 +105,7 @@ def execute_run(
     model_path: str,
     corpus_path: str,
     corpus: str,
-    configuration_name: str,
+    configuration: runs.Configuration,
     repeat: int,
     out_json: Path,
     log_dir: Path,
@@ -117,6 +117,7 @@ def execute_run(
 ) -> dict[str, Any]:
     """Run one (model, corpus, configuration, repeat) and write its record to ``out_json``.
 
+    ``configuration`` is the run's own, resolved once by its rule's script (:func:`kpadstudy.runs.configuration`).
     ``position`` is the run's 1-based place in its repeat; None = its place in the sweep's order
     (:func:`kpadstudy.runs.position`; a confirmation run passes its place in :func:`kpadstudy.confirm.confirm_order`).
 
@@ -140,7 +141,7 @@ def execute_run(
         RuntimeError: no free port block (:func:`kpadstudy.ports.port_block`).
         OSError: the record cannot be written.
     """
-    configuration, retry = _checked_inputs(config, configuration_name, allowed_cpus)
+    retry = _checked_inputs(config, configuration, allowed_cpus)
     node, device, log_dir = config.get("node") or {}, resolve_device(config.get("device", "auto")), Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     for name in ("server.log", "client.log", "server.pid"):  # a rerun's logs start empty
@@ -180,17 +181,11 @@ def execute_run(
 
 
 def _checked_inputs(
-    config: dict[str, Any], configuration_name: str, allowed_cpus: set[int] | None
-) -> tuple[runs.Configuration, dict[str, Any]]:
-    """The run's configuration and retry policy, after the checks that must fail before any server starts: an
-    unknown configuration, a taskset outside ``allowed_cpus``, suffix decoding without arctic-inference, a retry
-    adjustment the config cannot apply (ValueError, naming it)."""
-    known = {c.name: c for c in runs.configurations(config)}
-    if configuration_name not in known:
-        raise ValueError(
-            f"configuration {configuration_name!r} is not in config 'configurations' (it yields {sorted(known)})"
-        )
-    configuration = known[configuration_name]
+    config: dict[str, Any], configuration: runs.Configuration, allowed_cpus: set[int] | None
+) -> dict[str, Any]:
+    """The run's retry policy, after the checks that must fail before any server starts: a taskset outside
+    ``allowed_cpus``, suffix decoding without arctic-inference, a retry adjustment the config cannot apply
+    (ValueError, naming it)."""
     cpus.check_pinning(config.get("taskset") or {}, allowed_cpus)
     if configuration.suffix and config["server"].get("backend", "vllm") == "vllm":  # ngram needs no arctic-inference
         check_suffix_available(f"configuration {configuration.name!r} uses suffix decoding: ")
@@ -198,7 +193,7 @@ def _checked_inputs(
     boot.attempt_settings(
         config, {**retry, "attempts": 1 + len(retry.get("adjust") or {})}, list(retry.get("adjust") or {})
     )  # config errors now
-    return configuration, retry
+    return retry
 
 
 def _boot_attempts(
@@ -375,7 +370,6 @@ def lost_record(journal: list[dict[str, Any]], run_attempts: int, **kwargs: Any)
     """The record of a run whose job was killed on each measuring attempt: status ``lost``, the reason naming each
     attempt's start, host and error from the attempt ``journal``; ``kwargs`` as for :func:`execute_run`."""
     config, log_dir = kwargs["config"], Path(kwargs["log_dir"])
-    known = {c.name: c for c in runs.configurations(config)}
     starts = [e for e in journal if e["event"] == "start"]
     failed = {e["attempt"]: e.get("error", "?") for e in journal if e["event"] == "error"}
     killed = [e for e in starts if e["attempt"] not in failed]
@@ -385,7 +379,7 @@ def lost_record(journal: list[dict[str, Any]], run_attempts: int, **kwargs: Any)
         config,
         kwargs["model"],
         kwargs["corpus"],
-        known[kwargs["configuration_name"]],
+        kwargs["configuration"],
         kwargs["repeat"],
         kwargs.get("phase", "sweep"),
         kwargs.get("position"),

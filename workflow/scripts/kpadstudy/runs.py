@@ -160,6 +160,18 @@ def _check_deferred_check_in_process(config: dict[str, Any], configs: list[Confi
             )
 
 
+def configuration(config: dict[str, Any], name: str) -> Configuration:
+    """The configuration named ``name`` of :func:`configurations` (what a run job is given).
+
+    Raises:
+        ValueError: no configuration has that name (the message lists the names there are).
+    """
+    known = {c.name: c for c in configurations(config)}
+    if name not in known:
+        raise ValueError(f"configuration {name!r} is not in config 'configurations' (it yields {sorted(known)})")
+    return known[name]
+
+
 def disabled_configurations(config: dict[str, Any]) -> list[Configuration]:
     """The configurations of the entries switched off (``enabled: false``), as they would run if switched on.
 
