@@ -130,6 +130,51 @@ def test_speculation_is_skipped_only_when_no_draft_length_can_pay():
     assert not auto.no_draft_pays(0, LENGTHS, [0.0] * 8, costs)
 
 
+def _unpadded(*steps, alpha=0.0):
+    u = auto.UnpaddedCosts(alpha=alpha)
+    for verified, seconds in steps:
+        u.observe_step(verified, seconds)
+    return u
+
+
+def test_unpadded_step_costs_fit_a_line_in_the_verified_tokens():
+    assert _unpadded().line() == (0.0, 0.0) and _unpadded().samples == 0
+    assert _unpadded((11, 0.013)).cost(40) == pytest.approx(0.013)  # one step: flat at its time
+    line = _unpadded((10, 0.010), (20, 0.020), (30, 0.030))  # 1 ms per verified token
+    assert line.line() == pytest.approx((0.0, 0.001)) and line.cost(15) == pytest.approx(0.015)
+    assert _unpadded((20, 0.010), (20, 0.012)).line() == pytest.approx((0.011, 0.0))  # one v: the mean
+    # recent steps weigh more: weights 0.5 and 1 at v 10 -> flat at (0.5 x 0.010 + 0.020) / 1.5
+    assert _unpadded((10, 0.010), (10, 0.020), alpha=0.5).cost(10) == pytest.approx(0.025 / 1.5)
+    assert _unpadded((0, 0.01), (5, float("nan")), (5, -1.0)).samples == 0  # nothing to learn from these
+
+
+# 4 requests with real drafts of 4, 2, 0, 1; p = 0.8, 0.6, 0.4, 0.2 (prefix sums 0, 0.8, 1.4, 1.8, 2.0)
+STEP = ([4, 2, 0, 1], (0, 2, 4), [0.8, 0.6, 0.4, 0.2], {0: 0.010, 2: 0.012, 4: 0.014})
+
+
+def test_a_step_runs_unpadded_only_when_that_costs_less_per_expected_token():
+    real, lengths, p, table = STEP
+    costs = auto.StepCosts({n: [(4, t)] for n, t in table.items()})
+    # padded: L0 4 / 0.010 = 400 tokens per s; L2 (2.4 + 2.4 + 1 + 1.8) 7.6 / 0.012 = 633.3; L4 8.2 / 0.014 = 585.7
+    assert auto.choose_step(real, lengths, p, costs, None) == 2
+    # unpadded: the uncut drafts, 8.2 tokens, verifying 4 + 7 = 11 tokens
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.013))) == 2  # 630.8 per s < 633.3
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.0129))) == auto.UNPADDED  # 635.7 > 633.3
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((5, 0.005), (15, 0.015))) == auto.UNPADDED  # 11 ms
+    # never timed: it is tried on an exploration step, never chosen on its estimate
+    assert auto.choose_step(real, lengths, p, costs, _unpadded()) == 2
+    assert auto.choose_step(real, lengths, p, costs, _unpadded(), explore=True) == auto.UNPADDED
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.013)), explore=True) == 4  # next longer
+    assert auto.choose_step(real, lengths, p, None, _unpadded((11, 0.001))) == 4  # no padded costs: pad to cover
+
+
+def test_no_draft_pays_when_neither_a_padded_nor_an_unpadded_step_beats_a_plain_one():
+    costs = _costs({0: 0.006, 2: 0.008, 4: 0.009, 8: 0.012})  # as above: p = 0.1 pays at no padded length
+    # full drafts of 8 unpadded: 57.6 tokens; verifying 32 x 9 = 288 tokens at 0.010 s: 5,760 per s > L0's 4,571
+    assert auto.no_draft_pays(32, LENGTHS, [0.1] * 8, costs, _unpadded((288, 0.020)))  # 2,880 per s: still none
+    assert not auto.no_draft_pays(32, LENGTHS, [0.1] * 8, costs, _unpadded((288, 0.010)))
+
+
 def test_speculation_can_be_skipped_only_where_the_worker_shares_the_schedulers_process():
     assert auto.skip_blocked_by("uni", 1) == ""
     assert auto.skip_blocked_by("mp", 1) == (

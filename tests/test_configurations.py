@@ -227,6 +227,7 @@ def test_draft_length_histograms_and_kpadauto_counters():
             "auto_steps_len8": 6,
             "cut_tokens": 10,
             "auto_explore_steps": 2,
+            "auto_unpadded_steps": 3,
             "auto_overhead_us": 1500,
         }
     }
@@ -235,6 +236,7 @@ def test_draft_length_histograms_and_kpadauto_counters():
     assert m["verified_drafts_by_length"] == [0, 0, 20, 0, 0, 0, 0, 0, 40]
     assert m["auto_steps_by_length"] == [10, 0, 0, 0, 0, 0, 0, 0, 6]
     assert (m["kpad_cut_tokens"], m["kpad_auto_explore_steps"], m["auto_overhead_ms"]) == (6, 2, 1.5)
+    assert m["kpad_auto_unpadded_steps"] == 3
     empty = record.step_measures({}, {})
     assert (empty["verified_drafts_by_length"], empty["auto_steps_by_length"], empty["auto_overhead_ms"]) == (
         [],

@@ -151,6 +151,53 @@ def test_adaptive_draft_tokens_are_the_chosen_lengths(sides):
 
 
 @pytest.fixture(scope="module")
+def unpadded_steps(smol_model, work):
+    """kpadauto over lengths 0 and 8 with KPAD_AUTO_UNPADDED=1 on SmolLM2 (it accepts drafts), the 32 prompts of
+    ``sides``. The padded step costs are given and far above what an eager CPU step takes (100 s at L = 0, 500 s
+    at L = 8; with 1 s and 5 s, eager steps of 3 s on 2 busy cores made L = 0 win), so once the first exploration
+    step (every 4th) has run unpadded and been timed, every step runs unpadded; before it, the optimistic
+    acceptance prior pads to 8."""
+    return equivalence.run_side(
+        pad=True,
+        model=str(smol_model),
+        prompts_file=str(work / "prompts.json"),
+        k=K,
+        max_tokens=MAX_TOKENS,
+        max_model_len=MAX_MODEL_LEN,
+        dtype="float32",
+        device=resolve_device("auto"),
+        out=work / "unpadded-steps.json",
+        plugin_path=str(ROOT / "workflow" / "scripts"),
+        stats_dir=str(work / "stats-unpadded-steps"),
+        lengths=[0, K],
+        env={
+            "KPAD_AUTO_UNPADDED": "1",
+            "KPAD_AUTO_EXPLORE_EVERY": "4",
+            "KPAD_AUTO_SKIP_SPECULATION": "0",
+            "KPAD_AUTO_STEP_COSTS": json.dumps({"0": [[1, 100.0], [32, 100.0]], str(K): [[1, 500.0], [32, 500.0]]}),
+        },
+    )
+
+
+def test_unpadded_steps_keep_the_outputs_and_count_only_real_draft_tokens(sides, unpadded_steps):
+    """Issue 44: steps the rule runs unpadded give the unpadded outputs, and vLLM's draft tokens are the real draft
+    lengths there (the sum over verified request-steps of their length, lengths other than 0 and 8 included)."""
+    cmp = equivalence.compare(unpadded_steps["token_ids"], sides[False]["token_ids"])
+    assert (cmp["identical_requests"], cmp["token_agreement"], cmp["first_divergence"]) == (32, 1.0, None)
+    scheduler, spec = unpadded_steps["stats"]["scheduler"], unpadded_steps["spec"]
+    steps = scheduler.get("auto_steps_len0", 0) + scheduler.get("auto_steps_len8", 0)
+    assert scheduler["auto_unpadded_steps"] > 4 * steps  # after the first timed unpadded step, every one
+    by_length = {
+        int(key.removeprefix("verified_draft_len")): n
+        for key, n in scheduler.items()
+        if key.startswith("verified_draft_len")
+    }
+    assert set(by_length) - {K}  # drafts of their own lengths, not padded to 8
+    assert spec["vllm:spec_decode_num_draft_tokens"] == sum(n * count for n, count in by_length.items()) > 0
+    assert spec["vllm:spec_decode_num_accepted_tokens"] > 0
+
+
+@pytest.fixture(scope="module")
 def skipping(smol_model, work):
     """kpadauto over lengths 0 and 8 on tools/make_tp2_test_model.py's ``no-accept`` model (random weights,
     SmolLM2's tokenizer), 32 HumanEval prompts of 128 tokens, exploring every 4th step so the rule soon measures

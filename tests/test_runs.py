@@ -312,6 +312,11 @@ def test_a_configuration_env_reaches_its_own_server_only_and_never_sets_the_pipe
             r"give 1 \(check\) or 0 \(the default\)",
         ),
         (
+            {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_UNPADDED": "yes"}},
+            r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_UNPADDED='yes': "
+            r"give 1 \(a step may run unpadded\) or 0 \(the default\)",
+        ),
+        (
             {"method": "kpadauto", "k": 8, "env": {"KPAD_AUTO_CHECK_DEFERRED": 1, "KPAD_AUTO_SKIP_SPECULATION": 0}},
             r"configurations\[0\] \(kpadauto8\): env KPAD_AUTO_CHECK_DEFERRED=1 checks the tree updates that "
             r"skipped steps defer, "

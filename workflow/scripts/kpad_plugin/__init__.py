@@ -35,6 +35,9 @@ Environment:
                                        updated on every step, compare its drafts with each step that looks
                                        up (counters in :class:`Stats`); about doubles the proposer's
                                        time: for checks, not measured runs. Needs the skip on.
+    KPAD_AUTO_UNPADDED=1               a step may also run unpadded, every request with its real draft (vLLM's
+                                       PIECEWISE graphs), when that pays more per second (``auto.choose_step``;
+                                       its cost learned from the unpadded steps run); 0 (the default): never.
     KPAD_ALLOW_UNSUPPORTED_VLLM=1      pad on a vLLM version other than ``SUPPORTED_VLLM`` (logged loudly).
     KPAD_STATS_DIR=<dir>               count draft and pad tokens (scheduler) and the cudagraph runtime
                                        mode of every executed step (model runner), and time the stages of
@@ -227,11 +230,16 @@ def _stats_for(role: str) -> Stats | None:
 class AutoState:
     """The scheduler's state of ``kpadauto``: lengths, acceptance counts, step costs, the step being timed."""
 
-    def __init__(self, lengths: tuple[int, ...], k_max: int, explore_every: int, skip: bool = True):
+    def __init__(
+        self, lengths: tuple[int, ...], k_max: int, explore_every: int, skip: bool = True, unpadded: bool = False
+    ):
         self.lengths = lengths
         self.skip = skip
         self.acceptance = auto.AcceptanceByPosition(k_max)
         self.costs: auto.StepCosts | None = auto.StepCosts(_AUTO_COSTS) if _AUTO_COSTS else None
+        #: ``KPAD_AUTO_UNPADDED=1``: the unpadded steps' costs, learned online (None: every step is padded)
+        self.unpadded: auto.UnpaddedCosts | None = auto.UnpaddedCosts() if unpadded else None
+        self.unpadded_next = False  # the drafts handed to the next step were left unpadded
         self.explore_every = explore_every
         self.steps = 0
         self.schedule_started: float | None = None
@@ -301,14 +309,17 @@ def _patch_scheduler(pad: bool) -> None:
                     f"check at tensor parallel size 1 with the default executor, or drop {auto.ENV_CHECK_DEFERRED}"
                 )
             skip = asked and not blocked
-            self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip)
+            unpadded = bool(auto.env_int(os.environ, auto.ENV_UNPADDED, auto.DEFAULT_UNPADDED, 0))
+            self._kpad_auto = AutoState(lengths, self.num_spec_tokens, every, skip, unpadded)
             log.warning(
-                "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s); step costs %s",
+                "%s %s (K_max %d, explore every %d steps, speculation skipped when no draft pays: %s, unpadded steps: "
+                "%s); step costs %s",
                 AUTO_MESSAGE,
                 list(lengths),
                 self.num_spec_tokens,
                 every,
                 "yes" if skip else f"no, {blocked}" if asked else f"no ({auto.ENV_SKIP}=0)",
+                "yes" if unpadded else "no",
                 costs_note(),
             )
 
@@ -331,7 +342,9 @@ def _patch_scheduler(pad: bool) -> None:
         _SKIP_SPECULATION = (
             state.skip
             and not explore_next
-            and auto.no_draft_pays(requests, state.lengths, state.acceptance.probabilities(), state.costs)
+            and auto.no_draft_pays(
+                requests, state.lengths, state.acceptance.probabilities(), state.costs, state.unpadded
+            )
         )
         return output
 
@@ -360,7 +373,9 @@ def _patch_scheduler(pad: bool) -> None:
             decode_only = not scheduler_output.scheduled_new_reqs and all(
                 n == 1 + len(spec_tokens.get(r) or ()) for r, n in scheduled.items()
             )
-            if scheduled and decode_only and len(lens) == 1:
+            if scheduled and decode_only and state.unpadded_next and state.unpadded is not None:
+                state.unpadded.observe_step(sum(scheduled.values()), now - state.schedule_started)
+            elif scheduled and decode_only and len(lens) == 1:
                 state.costs.observe_step(lens.pop(), len(scheduled), now - state.schedule_started)
             state.schedule_started = None
         stats = _stats_for("scheduler")
@@ -386,22 +401,31 @@ def _patch_scheduler(pad: bool) -> None:
                 continue
             requests.append((request, list(request.spec_token_ids)))
         counts: Counter = Counter()
-        length = k
+        length, unpadded = k, False
         if state is not None and requests:
             state.steps += 1
             explore = state.explore_every > 0 and state.steps % state.explore_every == 0
             real_lens, p = [len(real) for _, real in requests], state.acceptance.probabilities()
-            length = auto.choose_length(real_lens, state.lengths, p, state.costs)
+            length = auto.choose_step(real_lens, state.lengths, p, state.costs, state.unpadded)
             if explore:
-                tried = auto.choose_length(real_lens, state.lengths, p, state.costs, explore=True)
+                tried = auto.choose_step(real_lens, state.lengths, p, state.costs, state.unpadded, explore=True)
                 explore, length = tried != length, tried
-            counts.update({f"auto_steps_len{length}": 1, "auto_explore_steps": int(explore)})
+            unpadded = length == auto.UNPADDED
+            length = k if unpadded else length  # unpadded: every real draft as proposed (at most K), nothing cut
+            counts.update(
+                {
+                    "auto_unpadded_steps" if unpadded else f"auto_steps_len{length}": 1,
+                    "auto_explore_steps": int(explore),
+                }
+            )
+        if state is not None:
+            state.unpadded_next = unpadded
         # summed here and added once per step (a Counter update per request cost ~0.2 ms a step at 32 requests)
         real_tokens = pads = padded = zero = cut = 0
         positions = [0] * (max((len(real) for _, real in requests), default=0) + 1)
         for request, real in requests:
             kept = real[:length] if state is not None else real
-            if pad_here:
+            if pad_here and not unpadded:
                 request.spec_token_ids = pad_draft(kept, length, self.max_model_len - request.num_tokens - 1)
             n_pad = len(request.spec_token_ids) - len(kept)
             real_tokens += len(kept)

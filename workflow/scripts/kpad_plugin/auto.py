@@ -24,6 +24,13 @@ Unobserved positions take the estimate of the position before (an optimistic pri
 look as good as the last tried one until measured), and every ``explore_every``-th step takes the next
 longer length than L* (up to the covering one), so a length once dropped is measured again.
 
+Unpadded steps (``KPAD_AUTO_UNPADDED=1``, :func:`choose_step`): the step may also run as vLLM runs suffix decoding
+unpadded, every request with its own real draft (a non-uniform batch: vLLM's PIECEWISE graphs). Its expected tokens
+are those of the uncut drafts; its cost ``U(v)``, with v the tokens the step verifies (requests + real draft
+tokens), is learned online from the unpadded steps the run executes (:class:`UnpaddedCosts`); until one has been
+timed, every exploration step runs unpadded. The step runs unpadded when ``tokens / U(v)`` beats the best padded
+length's ``tokens(L*) / cost(L*)``.
+
 Skipping speculation (:func:`no_draft_pays`): when L* = 0 even if every request had a full draft of K_max
 tokens, it is 0 for every draft suffix decoding could propose to the same requests, so the next step's
 proposals are not needed;
@@ -47,6 +54,7 @@ ENV_COST_REPEATS = "KPAD_AUTO_COST_REPEATS"
 ENV_SKIP = "KPAD_AUTO_SKIP_SPECULATION"
 ENV_CHECK_DEFERRED = "KPAD_AUTO_CHECK_DEFERRED"
 ENV_STEP_COSTS = "KPAD_AUTO_STEP_COSTS"
+ENV_UNPADDED = "KPAD_AUTO_UNPADDED"
 #: the refusal of the deferred-update check with the skip off (config entry and plugin start)
 CHECK_WITHOUT_SKIP = (
     f"{ENV_CHECK_DEFERRED}=1 checks the tree updates that skipped steps defer, and {ENV_SKIP}=0 skips none: "
@@ -55,6 +63,9 @@ CHECK_WITHOUT_SKIP = (
 DEFAULT_EXPLORE_EVERY = 64
 DEFAULT_COST_REPEATS = 3
 DEFAULT_SKIP = 1  # KPAD_AUTO_SKIP_SPECULATION: 1 = skip the lookups of steps whose drafts cannot pay
+DEFAULT_UNPADDED = 0  # KPAD_AUTO_UNPADDED: 1 = a step may also run unpadded (real draft lengths, PIECEWISE)
+#: choose_step's value for a step run unpadded: every request keeps its own real draft, nothing padded or cut
+UNPADDED = -1
 PRIOR_WEIGHT = 1.0  # pseudo-observations of the prior at each position
 
 
@@ -344,8 +355,14 @@ def choose_length(
     return best
 
 
-def no_draft_pays(requests: int, lengths: Sequence[int], p: Sequence[float], costs: StepCosts | None) -> bool:
-    """Whether :func:`choose_length` picks 0 for ``requests`` requests even with full drafts of ``lengths[-1]``.
+def no_draft_pays(
+    requests: int,
+    lengths: Sequence[int],
+    p: Sequence[float],
+    costs: StepCosts | None,
+    unpadded: UnpaddedCosts | None = None,
+) -> bool:
+    """Whether :func:`choose_step` picks 0 for ``requests`` requests even with full drafts of ``lengths[-1]``.
 
     Full drafts give every length its most expected tokens while the costs stay the same and L = 0 gains
     nothing from drafts, so then L* = 0 for any drafts of the same ``requests``: the step's proposals can be
@@ -354,4 +371,75 @@ def no_draft_pays(requests: int, lengths: Sequence[int], p: Sequence[float], cos
     """
     if requests < 1 or not lengths or lengths[0] != 0:
         return False
-    return choose_length([lengths[-1]] * requests, lengths, p, costs) == 0
+    return choose_step([lengths[-1]] * requests, lengths, p, costs, unpadded) == 0
+
+
+@dataclass
+class UnpaddedCosts:
+    """Step time of unpadded decode steps, learned online: ``seconds = a + b v``, v the tokens a step verifies.
+
+    A least-squares line over the steps observed, each weighted by ``(1 - alpha)`` per later step (recent steps
+    count most). With fewer than 2 steps, or all at one v, the line is flat at their weighted mean.
+    """
+
+    alpha: float = 0.05
+    samples: int = 0
+    _w: float = 0.0
+    _x: float = 0.0
+    _y: float = 0.0
+    _xx: float = 0.0
+    _xy: float = 0.0
+
+    def observe_step(self, verified: int, seconds: float) -> None:
+        """An unpadded decode step that verified ``verified`` tokens in ``seconds``."""
+        if verified <= 0 or not math.isfinite(seconds) or seconds <= 0:
+            return
+        keep = 1.0 - self.alpha
+        self._w, self._x, self._y = keep * self._w + 1, keep * self._x + verified, keep * self._y + seconds
+        self._xx, self._xy = keep * self._xx + verified * verified, keep * self._xy + verified * seconds
+        self.samples += 1
+
+    def line(self) -> tuple[float, float]:
+        """``(a, b)`` of ``seconds = a + b v``; ``(0, 0)`` before any step."""
+        if self._w <= 0:
+            return 0.0, 0.0
+        mean_x, mean_y = self._x / self._w, self._y / self._w
+        var = self._xx / self._w - mean_x * mean_x
+        if self.samples < 2 or var <= 1e-9 * max(1.0, mean_x * mean_x):
+            return mean_y, 0.0
+        b = max(0.0, (self._xy / self._w - mean_x * mean_y) / var)
+        return mean_y - b * mean_x, b
+
+    def cost(self, verified: int) -> float:
+        """Seconds of an unpadded step that verifies ``verified`` tokens (at least 1e-9)."""
+        a, b = self.line()
+        return max(a + b * verified, 1e-9)
+
+
+def choose_step(
+    real_lens: Sequence[int],
+    lengths: Sequence[int],
+    p: Sequence[float],
+    costs: StepCosts | None,
+    unpadded: UnpaddedCosts | None,
+    explore: bool = False,
+) -> int:
+    """The next decode step's draft length (:func:`choose_length`), or :data:`UNPADDED` when the step pays more
+    unpadded: expected tokens of the uncut drafts / :meth:`UnpaddedCosts.cost` of the tokens they verify, against
+    the best padded length's tokens / cost. With ``unpadded`` None (``KPAD_AUTO_UNPADDED`` off) or without measured
+    padded costs: :func:`choose_length`. ``explore``: an unpadded step while none has been timed, else
+    :func:`choose_length`'s exploration.
+    """
+    cover = covering_length(lengths, max(real_lens, default=0))
+    if unpadded is None or costs is None or any(n not in costs.table for n in lengths if n <= cover):
+        return choose_length(real_lens, lengths, p, costs, explore=explore)
+    padded = choose_length(real_lens, lengths, p, costs)
+    if explore and unpadded.samples == 0:
+        return UNPADDED
+    n = len(real_lens)
+    padded_rate = expected_tokens(real_lens, padded, p) / max(costs.cost(padded, n), 1e-9)
+    longest = max(real_lens, default=0)
+    unpadded_rate = expected_tokens(real_lens, longest, p) / unpadded.cost(n + sum(real_lens))
+    if unpadded.samples and unpadded_rate > padded_rate * (1 + 1e-9):
+        return UNPADDED
+    return choose_length(real_lens, lengths, p, costs, explore=explore) if explore else padded

@@ -68,6 +68,7 @@ STAT_KEYS = (
     "zero_draft_requests",
     "cut_tokens",
     "auto_explore_steps",
+    "auto_unpadded_steps",
 )
 POSITION_KEY = "real_draft_tokens_pos"  # scheduler counter prefix: real draft tokens at draft position i
 #: worker counters of kpadauto's deferred-update check (kpad_plugin, ``KPAD_AUTO_CHECK_DEFERRED``)

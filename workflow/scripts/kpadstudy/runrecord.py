@@ -200,6 +200,12 @@ COLUMNS: tuple[Column, ...] = (
     _c("kpad_zero_draft_requests", "int", "requests", "request-steps without a real draft token"),
     _c("kpad_cut_tokens", "int", "draft tokens", "kpadauto: real draft tokens cut off by the chosen length"),
     _c("kpad_auto_explore_steps", "int", "steps", "kpadauto: steps its exploration gave a longer length"),
+    _c(
+        "kpad_auto_unpadded_steps",
+        "int",
+        "steps",
+        "kpadauto with KPAD_AUTO_UNPADDED=1: steps run unpadded, every request with its real draft",
+    ),
     _c("real_draft_per_position", "list", "draft tokens", "real draft tokens by draft position (every method)"),
     _c(
         "verified_drafts_by_length",

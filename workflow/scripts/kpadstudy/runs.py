@@ -307,10 +307,11 @@ def check_auto_env(server_env: dict[str, Any], entry_env: dict[str, str], length
         where: the configuration, put in front of the message.
 
     Raises:
-        ValueError: ``KPAD_AUTO_SKIP_SPECULATION`` or ``KPAD_AUTO_CHECK_DEFERRED`` other than 0 / 1, the check on
-            with the skip off, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0, ``KPAD_AUTO_COST_REPEATS`` not an
-            integer >= 1, a ``KPAD_AUTO_STEP_COSTS`` that ``kpad_plugin.auto.parse_step_costs`` refuses; the message
-            names the configuration, whether the value came from its ``env`` or from ``server.env``, and the fix.
+        ValueError: ``KPAD_AUTO_SKIP_SPECULATION``, ``KPAD_AUTO_CHECK_DEFERRED`` or ``KPAD_AUTO_UNPADDED`` other than
+            0 / 1, the check on with the skip off, ``KPAD_AUTO_EXPLORE_EVERY`` not an integer >= 0,
+            ``KPAD_AUTO_COST_REPEATS`` not an integer >= 1, a ``KPAD_AUTO_STEP_COSTS`` that
+            ``kpad_plugin.auto.parse_step_costs`` refuses; the message names the configuration, whether the value
+            came from its ``env`` or from ``server.env``, and the fix.
     """
     env = configured_env(server_env, entry_env)
 
@@ -320,6 +321,7 @@ def check_auto_env(server_env: dict[str, Any], entry_env: dict[str, str], length
     for name, what in (
         (auto.ENV_SKIP, "1 (skip, the default) or 0"),
         (auto.ENV_CHECK_DEFERRED, "1 (check) or 0 (the default)"),
+        (auto.ENV_UNPADDED, "1 (a step may run unpadded) or 0 (the default)"),
     ):
         if env.get(name, "").strip() not in ("", "0", "1"):
             raise ValueError(f"{source(name)} {name}={env[name]!r}: give {what}")
