@@ -434,12 +434,11 @@ def choose_step(
     if unpadded is None or costs is None or any(n not in costs.table for n in lengths if n <= cover):
         return choose_length(real_lens, lengths, p, costs, explore=explore)
     padded = choose_length(real_lens, lengths, p, costs)
-    if explore and unpadded.samples == 0:
-        return UNPADDED
+    if unpadded.samples == 0:  # never timed: tried on an exploration step, never chosen on an estimate
+        return UNPADDED if explore else padded
     n = len(real_lens)
     padded_rate = expected_tokens(real_lens, padded, p) / max(costs.cost(padded, n), 1e-9)
-    longest = max(real_lens, default=0)
-    unpadded_rate = expected_tokens(real_lens, longest, p) / unpadded.cost(n + sum(real_lens))
-    if unpadded.samples and unpadded_rate > padded_rate * (1 + 1e-9):
+    unpadded_rate = expected_tokens(real_lens, cover, p) / unpadded.cost(n + sum(real_lens))
+    if unpadded_rate > padded_rate * (1 + 1e-9):
         return UNPADDED
-    return choose_length(real_lens, lengths, p, costs, explore=explore) if explore else padded
+    return choose_length(real_lens, lengths, p, costs, explore=True) if explore else padded
