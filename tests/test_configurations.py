@@ -246,18 +246,23 @@ def test_draft_length_histograms_and_kpadauto_counters():
 
 
 def test_kpadauto_is_compared_with_every_fixed_k_and_van_variants():
-    names = ["van", "vansync", "suf", "kpad4", "kpad8", "nopad8", "kpadauto8"]
+    names = ["van", "vansync", "suf", "kpad4", "kpad8", "nopad4", "nopad8", "kpadauto8"]
     methods = {"van": "van", "vansync": "van", "suf": "suf", "kpad4": "kpad", "kpad8": "kpad", "nopad8": "nopad"}
-    methods["kpadauto8"] = "kpadauto"
-    ks = {"van": 0, "vansync": 0, "suf": 32, "kpad4": 4, "kpad8": 8, "nopad8": 8, "kpadauto8": 8}
+    methods |= {"nopad4": "nopad", "kpadauto8": "kpadauto"}
+    ks = {"van": 0, "vansync": 0, "suf": 32, "kpad4": 4, "kpad8": 8, "nopad4": 4, "nopad8": 8, "kpadauto8": 8}
     pairs = paired.comparisons(names, methods, ks)
-    # padding over plain suffix decoding at the same K first, kpadauto's included (the reason to carry the patch)
-    assert pairs[:5] == [
+    # padding over plain suffix decoding at the same K first, kpadauto's included (the reason to carry the patch),
+    # then kpadauto over every fixed speculative configuration at any K (issue 44's target: the best of them)
+    assert pairs[:9] == [
+        ("kpad4", "nopad4"),
         ("kpad8", "nopad8"),
         ("kpadauto8", "nopad8"),
+        ("kpadauto8", "suf"),
         ("kpadauto8", "kpad4"),
         ("kpadauto8", "kpad8"),
+        ("kpadauto8", "nopad4"),
         ("kpadauto8", "vansync"),
+        ("vansync", "van"),
     ]
     assert ("kpadauto8", "van") in pairs and ("kpadauto8", "suf") in pairs
 

@@ -72,7 +72,8 @@ def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str
     """The comparisons the product states, as ``(numerator, denominator)`` configuration names.
 
     kpad K and kpadauto K over every unpadded configuration at that K (nopad K, a suf entry at K; the core
-    result), kpadauto over every kpad K (its target: the best fixed K) and over every van variant (``vansync``:
+    result), kpadauto over every fixed speculative configuration, any K (suf, kpad K, nopad K: its target is the
+    best of them) and over every van variant (``vansync``:
     van with async scheduling off, as vLLM runs suffix decoding), every named variant over the default entry of
     its method and K (``kpad16nosize`` over ``kpad16``; ``trident``, a suf variant, is covered by the next) or,
     without that entry, over the first-listed entry of its method and K (``vansyncv1`` over ``vansync`` where no
@@ -85,7 +86,7 @@ def comparisons(configurations: list[str], methods: dict[str, str], ks: dict[str
             out += [(c, o) for o in configurations if methods[o] in ("nopad", "suf") and ks[o] == ks[c]]
     for c in configurations:
         if methods[c] == "kpadauto":
-            out += [(c, o) for o in configurations if methods[o] == "kpad"]
+            out += [(c, o) for o in configurations if methods[o] in ("suf", "kpad", "nopad")]
             out += [(c, o) for o in configurations if methods[o] == "van" and o != "van"]
     for c in configurations:
         if methods[c] in ("van", "suf") or pd.isna(ks[c]):
