@@ -144,6 +144,7 @@ FROM_CACHE_gpu-auto-pair := config/gpu/auto-pair.yaml config/cache/gpu-auto-pair
 FROM_CACHE_gpu-auto-pair-long := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-pair-long.yaml
 FROM_CACHE_gpu-auto-sharegpt-pooled := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-sharegpt-pooled.yaml
 FROM_CACHE_gpu-widened-8b-crossover := config/gpu/widened-8b-crossover.yaml config/cache/gpu-widened-8b-crossover.yaml
+FROM_CACHE_gpu-widened-8b-auto-unpadded := config/gpu/widened-8b-auto-unpadded.yaml config/cache/gpu-widened-8b-auto-unpadded.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -160,6 +161,7 @@ REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
 REPORT_gpu-auto-pair-long := results/gpu/auto-pair-long/report.html
 REPORT_gpu-auto-sharegpt-pooled := results/gpu/auto-sharegpt-pooled/report.html
 REPORT_gpu-widened-8b-crossover := results/gpu/widened-8b-crossover/report.html
+REPORT_gpu-widened-8b-auto-unpadded := results/gpu/widened-8b-auto-unpadded/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
