@@ -560,3 +560,12 @@ def test_a_kpadauto_run_needs_its_scheduler_line_with_measured_costs(tmp_path):
     assert record.plugin_active(log) and not record.plugin_active(log, adaptive=True)
     log.write_text(loaded)
     assert not record.plugin_active(log, adaptive=True)
+
+
+def test_uniform_query_len_is_the_shared_query_length_or_none():
+    from kpad_plugin import uniform_query_len
+
+    assert uniform_query_len(32 * 9, 32, 9) == 9  # 32 requests padded to 8 draft tokens: 1 + 8 each
+    assert uniform_query_len(32 * 9 - 3, 32, 9) is None  # one request's draft 3 tokens shorter
+    assert uniform_query_len(1, 1, 1) == 1  # one request, no draft
+    assert uniform_query_len(None, 32, 9) is None and uniform_query_len(9, None, 9) is None

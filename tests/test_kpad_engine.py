@@ -148,6 +148,10 @@ def test_adaptive_draft_tokens_are_the_chosen_lengths(sides):
     }
     assert set(steps) <= set(AUTO_LENGTHS) and sum(steps.values()) > 0
     assert "auto_overhead_us" in scheduler  # step costs were measured at start (eager forward passes on CPU)
+    # every decode step was padded, so every one had a padded step's shape (query 1 + L); CPU: all NONE
+    workers = sides["auto"]["stats"]["worker0"]
+    assert workers["auto_shape_decode_steps_NONE"] == workers["decode_steps_NONE"] > 0
+    assert not any(key.startswith("auto_shape") for key in sides[True]["stats"]["worker0"])  # kpad: no lengths
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +199,9 @@ def test_unpadded_steps_keep_the_outputs_and_count_only_real_draft_tokens(sides,
     assert set(by_length) - {K}  # drafts of their own lengths, not padded to 8
     assert spec["vllm:spec_decode_num_draft_tokens"] == sum(n * count for n, count in by_length.items()) > 0
     assert spec["vllm:spec_decode_num_accepted_tokens"] > 0
+    # unpadded steps have a padded step's shape only where every draft happens to be 0 or 8 tokens long
+    workers = unpadded_steps["stats"]["worker0"]
+    assert 0 < workers["auto_shape_decode_steps_NONE"] < workers["decode_steps_NONE"]
 
 
 @pytest.fixture(scope="module")

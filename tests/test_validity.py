@@ -73,12 +73,27 @@ def test_graph_lost_only_for_padded_runs_on_a_gpu():
     kpad16 = runs.Configuration("kpad16", "kpad", 16, True, "FULL_AND_PIECEWISE", 0.85)
     nopad16 = runs.Configuration("nopad16", "nopad", 16, False, "FULL_AND_PIECEWISE", 0.85)
     # the H200 measurement of issue 15: kpad16 at C=32 ran FULL on 244 of 871 decode steps
-    assert record.graph_lost(kpad16, "cuda", 244 / 871) == (True, "FULL cudagraphs on 0.28 of decode steps (< 0.95)")
-    assert record.graph_lost(kpad16, "cuda", 853 / 853) == (False, "")
-    assert record.graph_lost(kpad16, "cuda", 0.9, minimum=0.85) == (False, "")
-    assert record.graph_lost(kpad16, "cpu", 0.0) == (None, "no cudagraphs on CPU")
-    assert record.graph_lost(nopad16, "cuda", 0.0) == (None, "")
-    assert record.graph_lost(kpad16, "cuda", None) == (None, "no decode step counted")
+    lost = record.graph_lost(kpad16, "cuda", {"full_share_decode": 244 / 871})
+    assert lost == (True, "FULL cudagraphs on 0.28 of decode steps (< 0.95)")
+    assert record.graph_lost(kpad16, "cuda", {"full_share_decode": 853 / 853}) == (False, "")
+    assert record.graph_lost(kpad16, "cuda", {"full_share_decode": 0.9}, minimum=0.85) == (False, "")
+    assert record.graph_lost(kpad16, "cpu", {"full_share_decode": 0.0}) == (None, "no cudagraphs on CPU")
+    assert record.graph_lost(nopad16, "cuda", {"full_share_decode": 0.0}) == (None, "")
+    assert record.graph_lost(kpad16, "cuda", {"full_share_decode": None}) == (None, "no decode steps counted")
+
+
+def test_a_kpadauto_run_with_unpadded_steps_is_judged_by_its_padded_shape_steps():
+    auto = runs.Configuration("kpadautou12", "kpadauto", 12, True, "FULL_AND_PIECEWISE", 0.85)
+    # kpadautou12 r2 of the H100 lease of 2026-12-05 15:37: 1,708 steps unpadded by choice, FULL on 219 of its
+    # 1,512 decode steps (0.14): PIECEWISE by design, not a lost graph; that record had no padded-shape count
+    unpadded = {"kpad_auto_unpadded_steps": 1708, "full_share_decode": 219 / 1512}
+    assert record.graph_lost(auto, "cuda", unpadded) == (None, "no decode steps at a padded shape counted")
+    lost = record.graph_lost(auto, "cuda", unpadded | {"full_share_auto_shape": 219 / 232})
+    assert lost == (True, "FULL cudagraphs on 0.94 of decode steps at a padded shape (< 0.95)")
+    assert record.graph_lost(auto, "cuda", unpadded | {"full_share_auto_shape": 231 / 232}) == (False, "")
+    # every step padded: the share of all decode steps, as for kpad
+    padded = {"kpad_auto_unpadded_steps": 0, "full_share_decode": 219 / 1512, "full_share_auto_shape": 1.0}
+    assert record.graph_lost(auto, "cuda", padded) == (True, "FULL cudagraphs on 0.14 of decode steps (< 0.95)")
 
 
 CONFIG_LINE = (

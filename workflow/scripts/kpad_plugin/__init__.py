@@ -161,6 +161,8 @@ class Stats:
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
     cudagraph runtime mode (NONE, PIECEWISE, FULL) of executed steps; a decode step has no prompt tokens;
+    ``kpadauto``: ``auto_shape_decode_steps_<MODE>``, the decode steps whose requests all have query length 1 + L,
+    L one of its lengths (every padded step; an unpadded one only where its drafts happen to be that uniform);
     ``skipped_speculation_steps`` (``kpadauto``: proposer calls whose suffix tree lookups were skipped);
     with ``KPAD_AUTO_CHECK_DEFERRED=1``: ``deferred_check_steps`` (proposer calls that looked up, each compared
     with vLLM's own proposer on a second cache), ``deferred_check_mismatches`` (requests whose drafts differed),
@@ -634,12 +636,24 @@ def _patch_suffix_proposer() -> None:
     SuffixDecodingProposer.propose = propose
 
 
-def _patch_model_runner() -> None:
+def uniform_query_len(num_tokens: int | None, num_reqs: int | None, max_query_len: int | None) -> int | None:
+    """The query length every request of a step has, or None when they differ (or a value is unknown): all are
+    equal exactly when ``num_tokens == num_reqs x max_query_len`` (vLLM's own uniform-decode test)."""
+    if not (num_tokens and num_reqs and max_query_len):
+        return None
+    return max_query_len if num_tokens == num_reqs * max_query_len else None
+
+
+def _patch_model_runner(lengths: tuple[int, ...] | None = None) -> None:
+    """Count each executed step's cudagraph mode (``steps_<MODE>``, ``decode_steps_<MODE>``) and, with
+    ``kpadauto`` ``lengths``, ``auto_shape_decode_steps_<MODE>``: decode steps whose requests all have the query
+    length 1 + L of a length L of the set, the shape a padded step has (an unpadded step can have it too)."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     original = GPUModelRunner._determine_batch_execution_and_padding
     if getattr(original, "_kpad_patched", False):
         return
+    shapes = frozenset(1 + n for n in lengths) if lengths else frozenset()
 
     def _determine_batch_execution_and_padding(self, *args, **kwargs):  # noqa: ANN001
         result = original(self, *args, **kwargs)
@@ -655,7 +669,11 @@ def _patch_model_runner() -> None:
                 )
             except (AttributeError, TypeError):
                 pass
-            stats.add(**{f"steps_{mode}": 1, **({f"decode_steps_{mode}": 1} if decode else {})})
+            counts = {f"steps_{mode}": 1, **({f"decode_steps_{mode}": 1} if decode else {})}
+            query = uniform_query_len(kwargs.get("num_tokens"), num_reqs, kwargs.get("max_num_scheduled_tokens"))
+            if decode and query in shapes:
+                counts[f"auto_shape_decode_steps_{mode}"] = 1
+            stats.add(**counts)
         return result
 
     _determine_batch_execution_and_padding._kpad_patched = True
@@ -987,7 +1005,7 @@ def register() -> None:
         _patch_engine_core(lengths)
         _patch_suffix_proposer()
     if count:
-        _patch_model_runner()
+        _patch_model_runner(lengths)
         _patch_v2_model_runner()
         _patch_step_timers()
     if pad:

@@ -806,6 +806,6 @@ def measures(
     if "async_scheduling" in seen.stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
         out["async_scheduling"] = bool(seen.stats["scheduler"]["async_scheduling"])
     out["graph_lost"], out["graph_lost_reason"] = graph_lost(
-        configuration, ctx.device, out.get("full_share_decode"), server_cfg.get("min_full_share", MIN_FULL_SHARE)
+        configuration, ctx.device, out, server_cfg.get("min_full_share", MIN_FULL_SHARE)
     )
     return out

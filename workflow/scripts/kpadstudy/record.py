@@ -129,9 +129,10 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         ``_flushed_draft_tokens`` (``kpadauto`` with ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared
         with vLLM's eager proposer, requests whose drafts differed, vLLM's draft tokens compared, and the steps
         and draft tokens of those that first appended held-back tokens; 0 without the check),
-        ``steps_<MODE>`` and ``decode_steps_<MODE>`` for FULL / PIECEWISE / NONE, and ``full_share_decode``
-        = FULL decode steps / decode steps (None when no decode step ran). A decode step is one without
-        prompt tokens.
+        ``steps_<MODE>``, ``decode_steps_<MODE>`` and ``auto_shape_decode_steps_<MODE>`` (``kpadauto``: decode
+        steps at the shape of a padded step, every request's query 1 + L for a length L) for FULL / PIECEWISE /
+        NONE, ``full_share_decode`` = FULL decode steps / decode steps and ``full_share_auto_shape`` the same of
+        the padded-shape ones (None when none ran). A decode step is one without prompt tokens.
     """
 
     def delta(role: str, key: str) -> int:
@@ -146,10 +147,11 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     for key in DEFERRED_CHECK_KEYS:
         out[f"kpad_{key}"] = delta("worker0", key)
     for mode in MODES:
-        out[f"steps_{mode}"] = delta("worker0", f"steps_{mode}")
-        out[f"decode_steps_{mode}"] = delta("worker0", f"decode_steps_{mode}")
-    decode = sum(out[f"decode_steps_{m}"] for m in MODES)
-    out["full_share_decode"] = out["decode_steps_FULL"] / decode if decode else None
+        for prefix in ("steps", "decode_steps", "auto_shape_decode_steps"):
+            out[f"{prefix}_{mode}"] = delta("worker0", f"{prefix}_{mode}")
+    for prefix, share in (("decode_steps", "full_share_decode"), ("auto_shape_decode_steps", "full_share_auto_shape")):
+        total = sum(out[f"{prefix}_{m}"] for m in MODES)
+        out[share] = out[f"{prefix}_FULL"] / total if total else None
     out.update(step_stages(before, after))
     return out
 
@@ -315,22 +317,29 @@ def corpus_prompt_tokens(records: list[dict[str, Any]], model: str) -> int | Non
 MIN_FULL_SHARE = 0.95  # a kpad run on a GPU below this FULL share of decode steps is flagged graph_lost
 
 
-def graph_lost(configuration: Any, device: str, full_share: float | None, minimum: float = MIN_FULL_SHARE):
+def graph_lost(
+    configuration: Any, device: str, measures: dict[str, Any], minimum: float = MIN_FULL_SHARE
+) -> tuple[bool | None, str]:
     """``(graph_lost, reason)`` of a run: whether a padded (kpad) run on a GPU lost its FULL cudagraphs.
 
     K-pad exists so every decode step replays a FULL cudagraph; a kpad run with ``full_share_decode`` below
     ``minimum`` (config ``server.min_full_share``) measured something else (e.g. decode steps above the
-    capture list's largest size run eager). ``(None, reason)`` where it does not apply: CPU (no cudagraphs:
-    every step is NONE), unpadded configurations, no decode step counted.
+    capture list's largest size run eager). A kpadauto run that ran steps unpadded by choice
+    (``kpad_auto_unpadded_steps`` > 0) runs those PIECEWISE by design: its share is ``full_share_auto_shape``,
+    over the decode steps at a padded step's shape. ``(None, reason)`` where it does not apply: CPU (no
+    cudagraphs: every step is NONE), unpadded configurations, no decode step counted.
     """
     if device != "cuda":
         return None, "no cudagraphs on CPU"
     if not getattr(configuration, "pad", False):
         return None, ""
-    if full_share is None:
-        return None, "no decode step counted"
-    if full_share < minimum:
-        return True, f"FULL cudagraphs on {full_share:.2f} of decode steps (< {minimum:g})"
+    share, of = measures.get("full_share_decode"), "decode steps"
+    if measures.get("kpad_auto_unpadded_steps"):
+        share, of = measures.get("full_share_auto_shape"), "decode steps at a padded shape"
+    if share is None:
+        return None, f"no {of} counted"
+    if share < minimum:
+        return True, f"FULL cudagraphs on {share:.2f} of {of} (< {minimum:g})"
     return False, ""
 
 

@@ -247,6 +247,22 @@ COLUMNS: tuple[Column, ...] = (
         )
     ),
     _c("full_share_decode", "float", "fraction", "decode_steps_FULL / all decode steps (empty when none counted)"),
+    *(
+        _c(
+            f"auto_shape_decode_steps_{mode}",
+            "int",
+            "steps",
+            f"kpadauto: decode steps in mode {mode} whose requests all had query length 1 + L, L one of its lengths "
+            "(the shape of a padded step)",
+        )
+        for mode in ("FULL", "PIECEWISE", "NONE")
+    ),
+    _c(
+        "full_share_auto_shape",
+        "float",
+        "fraction",
+        "auto_shape_decode_steps_FULL / all auto_shape_decode_steps (empty when none counted)",
+    ),
     _c("engine_steps", "int", "steps", "iterations of the engine core's busy loop that had work"),
     _c(
         "step_time_ms",
@@ -264,7 +280,11 @@ COLUMNS: tuple[Column, ...] = (
     _c("kv_cache_tokens", "int", "tokens", "the KV cache's size"),
     _c("model_runner", "str", "", "`v1` or `v2` (vLLM's Model Runner V2)"),
     _c(
-        "graph_lost", "bool", "", "GPU kpad runs: FULL cudagraphs on fewer than `server.min_full_share` of decode steps"
+        "graph_lost",
+        "bool",
+        "",
+        "GPU kpad runs: FULL cudagraphs on fewer than `server.min_full_share` of decode steps (of those at a padded "
+        "shape where kpadauto ran steps unpadded)",
     ),
     _c("graph_lost_reason", "str", "", "the FULL share that made graph_lost true, or why it does not apply"),
     # the job
