@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format docs figures kpad-selftest bench-client bench-proposer acceptance-metrics slurm-test results-env from-cache compare-studies
+.PHONY: install demo test lint format docs figures kpad-selftest bench-client bench-proposer acceptance-metrics slurm-test results-env from-cache compare-studies crossover
 
 install: $(STAMP)
 
@@ -182,6 +182,14 @@ from-cache: $(RESULTS_VENV)/.installed
 	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA))
 	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA)) --report $(REPORT_$(DATA))
 	@echo "make from-cache: the report of DATA=$(DATA) is $(REPORT_$(DATA))"
+
+# Where padding pays, by model size: kpad K / nopad K of every cell of these runs tables that ran both (paired,
+# with interval), beside the step-cost model fitted on the smallest model, in the light environment:
+#   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg}
+CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet
+crossover: $(RESULTS_VENV)/.installed
+	PYTHONPATH=workflow/scripts $(RESULTS_PY) -m kpadstudy.crossover results/gpu/crossover figures/gpu/crossover \
+	  $(CROSSOVER_RUNS)
 
 # Two shipped studies side by side, in the light environment: each study's speed-ups within a repeat (with
 # interval and n), B's over A's, tok/s beside (hardware speed); what only one study has is listed.

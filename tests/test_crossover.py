@@ -1,0 +1,51 @@
+"""The crossover table and figure from the shipped runs tables (kpadstudy/crossover.py, `make crossover`)."""
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kpadstudy import crossover
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIRED = str(ROOT / "results/gpu/h200-paired-runs.parquet")
+WIDE = str(ROOT / "results/gpu/h100-widened-8b-crossover-runs.parquet")
+
+
+def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_prediction(tmp_path):
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), PAIRED, WIDE])
+    cells = pd.read_parquet(tmp_path / "x.parquet")
+    assert list(cells["model"]) == ["SmolLM2-135M-Instruct"] * 2 + ["smollm2-wide-llama-3.1-8b"]
+    row = cells.iloc[2]
+    # output tok/s of the H100 lease of 2026-12-05 12:27, kpad8 / nopad8 per repeat
+    ratios = [4782.010794 / 5256.850057, 4774.353392 / 5879.856396, 4888.064585 / 5466.670012]
+    assert row["ratio"] == pytest.approx(math.prod(ratios) ** (1 / 3), rel=1e-6) == pytest.approx(0.8709, abs=1e-4)
+    assert (row["gpu"], row["stand_in_for"], row["n"], row["favour"], row["k"]) == (
+        "NVIDIA H100 80GB HBM3",
+        "Llama-3.1-8B",
+        3,
+        0,
+        8,
+    )
+    assert row["parameters"] == 8_305_021_440 and not row["fitted_on_this"]
+    assert row["predicted"] == pytest.approx(0.974, abs=0.001)  # the model fitted on the 135M H200 runs
+    # the 135M model's records predate model_parameters: its shape's count
+    assert cells.iloc[0]["parameters"] == cells.iloc[1]["parameters"] > 1.3e8
+    text = (tmp_path / "x.md").read_text()
+    assert (
+        "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | sharegpt | sweep | 8 | 3 "
+        "| 0.87x (0.75-1.01) | 0 of 3 | 0.97x | no |" in text
+    )
+    assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x |" in text
+    assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
+
+
+def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path):
+    auto = str(ROOT / "results/gpu/h100-widened-8b-auto-unpadded-runs.parquet")  # nopad8 and kpadautou12 only
+    with pytest.raises(SystemExit, match="no cell of these runs tables has both kpad K and nopad K runs at one K"):
+        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), auto])
+    with pytest.raises(SystemExit, match="crossover: nowhere.parquet: cannot read a runs table"):
+        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), "nowhere.parquet"])
+    with pytest.raises(SystemExit, match="crossover: .*/missing does not exist: make the folder first"):
+        crossover.main([str(tmp_path / "missing" / "x"), str(tmp_path / "fig"), WIDE])

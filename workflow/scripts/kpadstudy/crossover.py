@@ -1,0 +1,199 @@
+"""Where padding pays, across model sizes: kpad K / nopad K by parameter count, measured and predicted.
+
+    python -m kpadstudy.crossover OUT_PREFIX FIGURE_PREFIX RUNS.parquet [RUNS.parquet ...]
+
+Reads the runs tables of several data sets (each a lease or a study: the 135M model's, a widened stand-in's), and
+writes ``OUT_PREFIX.md`` and ``OUT_PREFIX.parquet`` (one row per cell with kpad K and nopad K runs) and
+``FIGURE_PREFIX.{png,svg}``. Each cell's measured ratio is the paired one (:func:`kpadstudy.paired.paired_table`:
+within repeats, geometric mean, 95% t-interval from 3 repeats); its prediction is the step-cost model's
+(:func:`kpadstudy.roofline.step_model`), fitted on the smallest model's runs and so out of sample for every
+other model; the forecast line is that model's widened shapes on the GPU of the fit. A stand-in's row names the
+model whose shape it has: its acceptance is the small model's (docs/stand-ins.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import paired, roofline, widen
+
+COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "corpus", "phase", "k", "n", "ratio", "ci_low", "ci_high"]
+COLUMNS += ["favour", "predicted", "fitted_on_this"]
+
+
+def read_runs(paths: list[str]) -> pd.DataFrame:
+    """The runs tables, one after another, each row with its ``source`` file.
+
+    Raises:
+        SystemExit: a file that cannot be read, naming it.
+    """
+    frames = []
+    for path in paths:
+        try:
+            frames.append(pd.read_parquet(path).assign(source=path))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"crossover: {path}: cannot read a runs table ({e})") from e
+    return pd.concat(frames, ignore_index=True)
+
+
+def parameters(run: pd.Series) -> float:
+    """A run's model parameter count: its record's ``model_parameters``, else (records older than that column) the
+    count of its shape in :func:`kpadstudy.roofline.known_shapes`, else NaN."""
+    value = run.get("model_parameters")
+    if value is not None and pd.notna(value):
+        return float(value)
+    shape = roofline.known_shapes().get(run["model"])
+    return float(shape.parameters()) if shape is not None else float("nan")
+
+
+def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame | None]:
+    """``(cells, params, forecast)``: one row per (model, GPU, corpus, phase, K) with a paired kpad K / nopad K
+    (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes (each with
+    ``parameters``), as :func:`kpadstudy.roofline.step_model` gives them.
+
+    Raises:
+        SystemExit: no cell has both kpad K and nopad K runs.
+    """
+    sized = roofline.with_sizes(runs, roofline.known_shapes())
+    rows = []
+    for gpu, part in sized.groupby("gpu_name", sort=True):
+        pairs = paired.paired_table(part)
+        pairs = pairs[
+            pairs["numerator"].str.fullmatch(r"kpad\d+")
+            & (pairs["denominator"] == "nopad" + pairs["numerator"].str[4:])
+        ]
+        for _, p in pairs.iterrows():
+            first = part[part["model"] == p["model"]].iloc[0]
+            stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
+            rows.append(
+                {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
+                | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
+                | {"k": int(p["numerator"][4:])}
+            )
+    if not rows:
+        raise SystemExit("crossover: no cell of these runs tables has both kpad K and nopad K runs at one K")
+    cells = pd.DataFrame(rows)
+    model, params, ahead = roofline.step_model(runs)
+    if model is not None and not model.empty:
+        keys = ["model", "corpus", "phase", "k"]
+        cells = cells.merge(model[[*keys, "predicted", "fitted_on_this"]], on=keys, how="left")
+    else:
+        cells = cells.assign(predicted=float("nan"), fitted_on_this=False)
+    if ahead is not None:
+        base = roofline.known_shapes()[params["fit_on"]]
+        gpus = sorted(set(runs.loc[runs["model"] == params["fit_on"], "gpu_name"].dropna()))
+        ahead = ahead.assign(
+            parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=", ".join(gpus)
+        )
+    return cells[COLUMNS].sort_values(["parameters", "gpu", "phase"]).reset_index(drop=True), params, ahead
+
+
+def _interval(r: pd.Series) -> str:
+    if pd.isna(r["ci_low"]):
+        return f"{r['ratio']:.2f}x (n = {r['n']}: noise unknown)"
+    return f"{r['ratio']:.2f}x ({r['ci_low']:.2f}-{r['ci_high']:.2f})"
+
+
+def to_markdown(cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | None, sources: list[str]) -> str:
+    """The crossover table: each cell's paired kpad K / nopad K with its interval, beside the step model's
+    prediction, then the forecast of the widened shapes."""
+    lines = [
+        "# Where padding pays: kpad K / nopad K by model size",
+        "",
+        "Measured: within-repeat ratios of output tok/s, geometric mean, 95% t-interval (kpadstudy/paired.py). "
+        "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
+        + (f"the {params['runs']} valid runs of {params['fit_on']}" if params else "no run")
+        + "; every other model's cells are out of sample. A stand-in is a small model widened to a large "
+        "model's shape: the large shape's step costs with the small model's acceptance, not that large model "
+        "(docs/stand-ins.md).",
+        "",
+        "| model | stand-in for | parameters | GPU | corpus | phase | K | n | measured (95% interval) | favour "
+        "| predicted | fitted on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in cells.iterrows():
+        row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["corpus"]]
+        row += [r["phase"], r["k"], r["n"], _interval(r), f"{r['favour']} of {r['n']}"]
+        row += ["-" if pd.isna(r["predicted"]) else f"{r['predicted']:.2f}x"]
+        row += ["yes (in sample)" if r["fitted_on_this"] is True else "no"]
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    if ahead is not None and not ahead.empty:
+        lines += ["", f"Forecast, not a measurement: the fitted model's widened shapes on {ahead['gpu'].iloc[0]}:", ""]
+        lines += ["| shape | parameters | corpus | phase | K | predicted |", "|---|---|---|---|---|---|"]
+        for _, r in ahead.iterrows():
+            lines.append(
+                f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
+                f"| {r['predicted']:.2f}x |"
+            )
+    lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), ""]
+    return "\n".join(lines)
+
+
+def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) -> None:
+    """kpad K / nopad K against parameters (log): each measured cell with its interval (one colour per GPU, hollow
+    for a confirmation phase), its prediction as a cross, the forecast as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5.2))
+    for i, (gpu, part) in enumerate(cells.groupby("gpu", sort=True)):
+        for _, r in part.iterrows():
+            low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
+            high = r["ci_high"] - r["ratio"] if pd.notna(r["ci_high"]) else 0.0
+            x = r["parameters"] * (1.08 if r["phase"] == "confirm" else 1.0)
+            face = "none" if r["phase"] == "confirm" else f"C{i}"
+            ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
+            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']})"
+            ax.annotate(
+                name + ("\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""),
+                (x, r["ratio"]),
+                fontsize=6,
+                xytext=(5, 3),
+                textcoords="offset points",
+            )
+            if pd.notna(r["predicted"]):
+                ax.plot(x, r["predicted"], marker="x", color=f"C{i}", linestyle="none")
+        ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu} (hollow: confirmation)")
+    ax.plot([], [], "x", color="grey", linestyle="none", label="step model, same cell")
+    if ahead is not None and not ahead.empty:
+        line = ahead.groupby("parameters")["predicted"].mean().sort_index()
+        label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
+        ax.plot(line.index, line.values, "--", color="grey", lw=1, label=label)
+    ax.axhline(1, color="black", lw=0.6)
+    ax.set_xscale("log")
+    xs = pd.concat([cells["parameters"], ahead["parameters"] if ahead is not None else cells["parameters"]])
+    ax.set_xlim(xs.min() / 2, xs.max() * 6)
+    ax.set(xlabel="model parameters", ylabel="kpad K / nopad K (output tok/s)")
+    ax.set_title("Where padding pays: above 1, kpad beats unpadded suffix decoding", fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    fig.tight_layout()
+    fig.savefig(png, dpi=150)
+    plt.rcParams["svg.hashsalt"] = "kpadstudy"  # same data, same SVG bytes
+    fig.savefig(svg, metadata={"Date": None})
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.parquet")
+    parser.add_argument("figure_prefix", help="writes FIGURE_PREFIX.png and FIGURE_PREFIX.svg")
+    parser.add_argument("runs", nargs="+", help="runs tables (Parquet) of the data sets to set side by side")
+    args = parser.parse_args(argv)
+    for prefix in (args.out_prefix, args.figure_prefix):
+        if not Path(prefix).parent.is_dir():
+            raise SystemExit(f"crossover: {Path(prefix).parent} does not exist: make the folder first")
+    cells, params, ahead = table(read_runs(args.runs))
+    Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs))
+    cells.to_parquet(args.out_prefix + ".parquet", index=False)
+    draw(cells, ahead, args.figure_prefix + ".png", args.figure_prefix + ".svg")
+    print(f"crossover: {len(cells)} cells -> {args.out_prefix}.md, {args.figure_prefix}.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
