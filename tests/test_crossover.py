@@ -37,7 +37,7 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
         "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | sharegpt | sweep | 8 | 3 "
         "| 0.87x (0.75-1.01) | 0 of 3 | 0.97x | no |" in text
     )
-    assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x |" in text
+    assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
 

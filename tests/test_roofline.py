@@ -183,4 +183,12 @@ def test_the_135m_model_on_the_h200():
         ("llama-3.1-8b", 0.96),
         ("qwen2.5-32b", 0.85),
     ]
-    assert "| llama-3.1-8b | sharegpt | sweep | 8 | 0.96x |" in roofline.to_markdown(table, params, runs, ahead)
+    # at the real models' sizes (Llama-3.1-8B: 8.03 B, vocabulary 128,256, heads of 128) the model moves each by
+    # about 1%: the stand-in's bias as it sizes it
+    assert [(r["like"], round(r["predicted_like"], 3)) for _, r in sweep.iterrows()] == [
+        ("Llama-3.2-1B", 1.093),
+        ("Llama-3.1-8B", 0.963),
+        ("Qwen2.5-32B", 0.835),
+    ]
+    md = roofline.to_markdown(table, params, runs, ahead)
+    assert "| llama-3.1-8b | sharegpt | sweep | 8 | 0.96x | Llama-3.1-8B | 0.96x |" in md

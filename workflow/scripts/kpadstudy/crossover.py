@@ -123,11 +123,14 @@ def to_markdown(cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | 
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
     if ahead is not None and not ahead.empty:
         lines += ["", f"Forecast, not a measurement: the fitted model's widened shapes on {ahead['gpu'].iloc[0]}:", ""]
-        lines += ["| shape | parameters | corpus | phase | K | predicted |", "|---|---|---|---|---|---|"]
+        lines += [
+            "| shape | parameters | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for _, r in ahead.iterrows():
             lines.append(
                 f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
-                f"| {r['predicted']:.2f}x |"
+                f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
             )
     lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), ""]
     return "\n".join(lines)

@@ -220,19 +220,32 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
     :class:`kpadstudy.widen.Shape`), from the fitted model's own runs: a widening computes the same function, so it
     drafts and accepts the same tokens in the same steps; only its bytes and FLOPs change.
 
+    ``predicted_like`` is the same at the sizes of the real model the shape stands in for (``like``,
+    :data:`kpadstudy.widen.REAL`: its vocabulary, head size and layer count): the step model's size of the
+    stand-in's bias, the acceptance held the same.
+
     Returns:
-        ``shape, corpus, phase, k, predicted`` per cell of the fitted model's runs.
+        ``shape, corpus, phase, k, predicted, like, predicted_like`` per cell of the fitted model's runs.
     """
-    from .widen import SHAPES, size_facts, target_shape
+    from .widen import REAL, SHAPES, target_shape
 
     own = t[t["model"] == params["fit_on"]]
     rows = []
-    for name in SHAPES:
-        wide = size_facts(target_shape(base, name))
-        scaled = own.assign(memory_s=_memory_s(own, wide), compute_s=_compute_s(own, wide), model=name)
-        table = crossover(scaled, params)
-        rows += [{"shape": name, **r} for r in table[["corpus", "phase", "k", "predicted"]].to_dict("records")]
+    for name, spec in SHAPES.items():
+        wide, real = _at_sizes(own, params, target_shape(base, name)), _at_sizes(own, params, REAL[spec["like"]])
+        for r, r_like in zip(wide.to_dict("records"), real["predicted"], strict=True):
+            rows.append({"shape": name, **r, "like": spec["like"], "predicted_like": r_like})
     return pd.DataFrame(rows)
+
+
+def _at_sizes(own: pd.DataFrame, params: dict[str, Any], shape: Any) -> pd.DataFrame:
+    """:func:`crossover`'s ``corpus, phase, k, predicted`` of the fitted model's runs at ``shape``'s bytes and
+    FLOPs (:func:`kpadstudy.widen.size_facts`)."""
+    from .widen import size_facts
+
+    sizes = size_facts(shape)
+    scaled = own.assign(memory_s=_memory_s(own, sizes), compute_s=_compute_s(own, sizes))
+    return crossover(scaled, params)[["corpus", "phase", "k", "predicted"]]
 
 
 def _memory_s(t: pd.DataFrame, sizes: dict[str, Any]) -> pd.Series:
@@ -341,12 +354,14 @@ def to_markdown(
         lines += [
             f"Forecast, not a measurement: kpad K / nopad K of {params['fit_on']}'s widened stand-ins "
             "(kpadstudy/widen.py: the same drafts and acceptance in the same steps, the large shape's bytes and "
-            "FLOPs), from the cells above.",
+            "FLOPs), from the cells above; beside it, the same at the sizes of the real model it stands in for (its "
+            "vocabulary, heads and layers; the acceptance held the same): the stand-in's bias as the model sizes it.",
             "",
-            "| shape | corpus | phase | K | predicted |",
-            "|---|---|---|---|---|",
+            "| shape | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
+            "|---|---|---|---|---|---|---|",
             *(
-                f"| {r['shape']} | {r['corpus']} | {r['phase']} | {r['k']} | {r['predicted']:.2f}x |"
+                f"| {r['shape']} | {r['corpus']} | {r['phase']} | {r['k']} | {r['predicted']:.2f}x | {r['like']} "
+                f"| {r['predicted_like']:.2f}x |"
                 for _, r in ahead.iterrows()
             ),
             "",
