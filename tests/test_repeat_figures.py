@@ -157,6 +157,19 @@ def test_kpadauto_lengths_draws_each_runs_shares_by_length_and_only_the_status_o
     assert legend == ["L = 0", "L = 2", "L = 4", "L = 8", "L = 12"]
 
 
+def test_kpadauto_lengths_draws_the_steps_run_unpadded_and_their_padded_shape_full_share():
+    # kpadautou12 r2 of the H100 lease of 2026-12-05 15:37: 232 steps padded, 1,708 unpadded (of 1,940 chosen)
+    r = run("A", "sharegpt", "kpadautou12", "kpadauto", 12, 1, 100.0)
+    r |= {"lengths": "0,2,4,8,12", "auto_steps_by_length": [2, 0, 46, 0, 69, 0, 0, 0, 14, 0, 0, 0, 101]}
+    r |= {"kpad_auto_unpadded_steps": 1708, "full_share_decode": 219 / 1512, "full_share_auto_shape": 0.5}
+    fig = repeat_figures.kpadauto_lengths(pd.DataFrame([r]))
+    (ax,) = [a for a in fig.axes if a.get_title()]
+    widths = [round(p.get_width(), 4) for p in ax.patches]
+    assert widths == [round(n / 1940, 4) for n in (2, 46, 69, 14, 101, 1708)]
+    assert texts(ax) == sorted(["88%", "1,940 steps, FULL 0.500 at padded shapes"])
+    assert [t.get_text() for t in fig.legends[0].get_texts()][-1] == "unpadded"
+
+
 def _confirmation(hours_later: int) -> pd.DataFrame:
     """A/sharegpt's confirmation, ``hours_later`` after the sweep: kpad8/nopad8 = 0.9, 1.0, 1.1."""
     rows = []

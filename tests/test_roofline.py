@@ -192,3 +192,12 @@ def test_the_135m_model_on_the_h200():
     ]
     md = roofline.to_markdown(table, params, runs, ahead)
     assert "| llama-3.1-8b | sharegpt | sweep | 8 | 0.96x | Llama-3.1-8B | 0.96x |" in md
+
+
+def test_no_forecast_from_the_135m_model_without_a_nopad_run():
+    """The H200 runs of results/gpu/h200-auto-runs.parquet (van, kpad8, kpad12, kpadauto12: no nopad K): no cell
+    to fit a ratio on, so no forecast, and the table says so (this raised KeyError before)."""
+    runs = pd.read_parquet(ROOT / "results" / "gpu" / "h200-auto-runs.parquet")
+    table, params, ahead = roofline.step_model(runs)
+    assert params["fit_on"] == "SmolLM2-135M-Instruct" and table.empty and ahead is None
+    assert "No cell has both kpad and nopad runs at one K." in roofline.to_markdown(table, params, runs, ahead)

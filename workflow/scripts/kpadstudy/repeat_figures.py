@@ -342,6 +342,25 @@ def _counts(value) -> list[int]:
     return [int(v) for v in value]
 
 
+UNPADDED = "unpadded"  # kpadauto's steps run unpadded by choice (KPAD_AUTO_UNPADDED=1), after the lengths
+
+
+def _unpadded_steps(run: pd.Series) -> int:
+    """The run's steps the rule ran unpadded (``kpad_auto_unpadded_steps``; 0 where absent)."""
+    value = run.get("kpad_auto_unpadded_steps")
+    return int(value) if value is not None and pd.notna(value) else 0
+
+
+def _full_text(run: pd.Series, unpadded: bool) -> str:
+    """The FULL share beside a run's bar: of its decode steps, or, where it ran steps unpadded by choice, of its
+    decode steps at a padded step's shape (``full_share_auto_shape``)."""
+    if not unpadded:
+        full = run.get("full_share_decode")
+        return "FULL -" if full is None or pd.isna(full) else f"FULL {full:.3f}"
+    full = run.get("full_share_auto_shape")
+    return "FULL - at padded shapes" if full is None or pd.isna(full) else f"FULL {full:.3f} at padded shapes"
+
+
 def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     """What kpadauto's length rule chose: each kpadauto run's steps by chosen draft length L, as shares.
 
@@ -355,10 +374,12 @@ def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     Returns:
         One Figure: one panel per (model, corpus) with kpadauto runs, one horizontal bar per run (``kpadauto12
         r1``, the confirmation's as ``confirm r1``) split into the shares of its steps at each length (L = 0 is a
-        one-token decode, as van's), each share of 8% or more labelled; beside the bar the number of steps the
-        rule gave a length (exploration steps and mixed prefill steps included, so it can differ by one or two
-        from the executed steps) and the FULL share of decode steps. A run that is not ``ok`` gets no bar, only
-        its status: its counters are not data. Without kpadauto runs, a figure that says so.
+        one-token decode, as van's) and, last, of those it ran unpadded (``kpad_auto_unpadded_steps``), each share
+        of 8% or more labelled; beside the bar the number of steps the rule chose for (exploration steps and mixed
+        prefill steps included, so it can differ by one or two from the executed steps) and the FULL share of
+        decode steps (of those at a padded shape, ``full_share_auto_shape``, where it ran steps unpadded). A run
+        that is not ``ok`` gets no bar, only its status: its counters are not data. Without kpadauto runs, a
+        figure that says so.
     """
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
@@ -374,6 +395,7 @@ def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         | {i for v in auto["auto_steps_by_length"] for i, n in enumerate(_counts(v)) if n}
     )
     colours = {L: plt.get_cmap("viridis")(0.9 * i / max(1, len(lengths_all) - 1)) for i, L in enumerate(lengths_all)}
+    colours[UNPADDED] = "0.75"
     height = max(1.8, 0.34 * max(len(auto[(auto["model"] == m) & (auto["corpus"] == c)]) for m, c in cells) + 1.2)
     fig, axes = _grid(len(cells), 6.0, height, ncol_max=1)
     for ax, (model, corpus) in zip(axes.flat, cells, strict=False):
@@ -385,14 +407,14 @@ def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         for yi, (_, r) in zip(y, g.iterrows(), strict=True):
             tag = f"r{int(r['repeat'])}" if r["phase"] == "sweep" else f"{r['phase']} r{int(r['repeat'])}"
             labels.append(f"{r['configuration']} {tag}")
-            counts = _counts(r["auto_steps_by_length"])
-            total = sum(counts)
+            counts = [*enumerate(_counts(r["auto_steps_by_length"])), (UNPADDED, _unpadded_steps(r))]
+            total = sum(n for _, n in counts)
             if r["status"] != "ok" or total == 0:
                 why = r["status"] if r["status"] != "ok" else "no length counted"
                 ax.annotate(why, (0.01, yi), ha="left", va="center", fontsize=7, color="0.4")
                 continue
             left = 0.0
-            for L, n in enumerate(counts):
+            for L, n in counts:
                 if n == 0:
                     continue
                 share = n / total
@@ -403,8 +425,7 @@ def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
                         f"{share:.0%}", (left + share / 2, yi), ha="center", va="center", fontsize=6.5, color=ink
                     )
                 left += share
-            full = r.get("full_share_decode")
-            full_text = "FULL -" if pd.isna(full) else f"FULL {full:.3f}"
+            full_text = _full_text(r, unpadded=counts[-1][1] > 0)
             ax.annotate(
                 f"{total:,} steps, {full_text}", (1.01, yi), xycoords=("axes fraction", "data"), ha="left",
                 va="center", fontsize=6.5,
@@ -414,14 +435,17 @@ def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
         ax.set_yticks(y)
         ax.set_yticklabels(labels, fontsize=7)
         ax.xaxis.set_major_formatter(PercentFormatter(1.0))
-        ax.set_xlabel("share of the steps the length rule gave a draft length", fontsize=8)
+        ax.set_xlabel("share of the steps the rule chose a length for, or ran unpadded", fontsize=8)
         ax.set_title(f"{model} / {corpus}", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
     handles = [Patch(color=colours[L], label=f"L = {L}") for L in lengths_all]
+    if any(_unpadded_steps(r) for _, r in auto.iterrows()):
+        handles.append(Patch(color=colours[UNPADDED], label="unpadded"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
     _suptitle(
         fig,
-        "kpadauto: steps by chosen draft length L (L = 0: a one-token decode, as van's), FULL share of decode steps",
+        "kpadauto: steps by chosen draft length L (L = 0: a one-token decode, as van's) or unpadded, FULL share of "
+        "decode steps",
         note,
         6.0,
     )

@@ -225,7 +225,8 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
     stand-in's bias, the acceptance held the same.
 
     Returns:
-        ``shape, corpus, phase, k, predicted, like, predicted_like`` per cell of the fitted model's runs.
+        ``shape, corpus, phase, k, predicted, like, predicted_like`` per cell of the fitted model's runs; None
+        when none of its cells has both kpad K and nopad K runs.
     """
     from .widen import REAL, SHAPES, target_shape
 
@@ -233,9 +234,11 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
     rows = []
     for name, spec in SHAPES.items():
         wide, real = _at_sizes(own, params, target_shape(base, name)), _at_sizes(own, params, REAL[spec["like"]])
+        if wide.empty:
+            continue
         for r, r_like in zip(wide.to_dict("records"), real["predicted"], strict=True):
             rows.append({"shape": name, **r, "like": spec["like"], "predicted_like": r_like})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows) if rows else None
 
 
 def _at_sizes(own: pd.DataFrame, params: dict[str, Any], shape: Any) -> pd.DataFrame:
@@ -245,7 +248,8 @@ def _at_sizes(own: pd.DataFrame, params: dict[str, Any], shape: Any) -> pd.DataF
 
     sizes = size_facts(shape)
     scaled = own.assign(memory_s=_memory_s(own, sizes), compute_s=_compute_s(own, sizes))
-    return crossover(scaled, params)[["corpus", "phase", "k", "predicted"]]
+    table = crossover(scaled, params)
+    return table[["corpus", "phase", "k", "predicted"]] if not table.empty else pd.DataFrame()
 
 
 def _memory_s(t: pd.DataFrame, sizes: dict[str, Any]) -> pd.Series:
