@@ -43,9 +43,40 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
 
 def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path):
     auto = str(ROOT / "results/gpu/h100-widened-8b-auto-unpadded-runs.parquet")  # nopad8 and kpadautou12 only
-    with pytest.raises(SystemExit, match="no cell of these runs tables has both kpad K and nopad K runs at one K"):
-        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), auto])
-    with pytest.raises(SystemExit, match="crossover: nowhere.parquet: cannot read a runs table"):
-        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), "nowhere.parquet"])
+    out = [str(tmp_path / "x"), str(tmp_path / "fig")]
+    with pytest.raises(SystemExit) as e:
+        crossover.main([*out, auto])
+    assert str(e.value) == (
+        f"crossover: no cell of {[auto]} has both kpad K and nopad K runs at one K "
+        "(configurations: ['kpadautou12', 'nopad8'])"
+    )
+    with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file \(give the runs tables"):
+        crossover.main([*out, "nowhere.parquet"])
     with pytest.raises(SystemExit, match="crossover: .*/missing does not exist: make the folder first"):
         crossover.main([str(tmp_path / "missing" / "x"), str(tmp_path / "fig"), WIDE])
+    with pytest.raises(SystemExit, match="crossover: a runs table is given twice"):
+        crossover.main([*out, WIDE, WIDE])
+    cells = str(ROOT / "results/gpu/h200-paired-final-cells.parquet")
+    with pytest.raises(SystemExit) as e:
+        crossover.main([*out, cells])
+    missing = "['repeat', 'status', 'output_tok_s', 'gpu_name']"
+    assert str(e.value) == f"crossover: {cells} is not a runs table: no {missing} (give a *-runs.parquet)"
+
+
+def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_path):
+    copy = tmp_path / "copy-runs.parquet"
+    pd.read_parquet(WIDE).to_parquet(copy)  # another lease of the same cell, repeats 1-3 again
+    with pytest.raises(SystemExit) as e:
+        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
+    assert "hold the same run (smollm2-wide-llama-3.1-8b, sharegpt, sweep, " in str(e.value)
+    assert "pool one study's leases with tools/pool_repeats.py first" in str(e.value)
+
+
+def test_cpu_runs_are_left_out_and_said_so(tmp_path, capsys):
+    cpu = str(ROOT / "results/cpu/embedded-runs.parquet")
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, cpu])
+    n = len(pd.read_parquet(cpu))
+    line = f"{cpu}: {n} runs on no GPU (CPU: no cudagraphs), left out"
+    assert f"crossover: {line}" in capsys.readouterr().err
+    assert f"- {line}" in (tmp_path / "x.md").read_text()
+    assert list(pd.read_parquet(tmp_path / "x.parquet")["model"]) == ["smollm2-wide-llama-3.1-8b"]

@@ -25,19 +25,50 @@ COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "corpus", "phase", "k",
 COLUMNS += ["favour", "predicted", "fitted_on_this"]
 
 
-def read_runs(paths: list[str]) -> pd.DataFrame:
-    """The runs tables, one after another, each row with its ``source`` file.
+#: the columns a runs table must have here (``phase`` may be absent: sweep)
+REQUIRED = ["model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s", "gpu_name"]
+RUN_KEY = ["model", "corpus", "phase", "configuration", "repeat"]
+
+
+def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The GPU runs of the runs tables, one after another, each row with its ``source`` file, and a line for each
+    table's runs left out because they ran on no GPU (CPU: no cudagraphs, so no padding effect to place).
 
     Raises:
-        SystemExit: a file that cannot be read, naming it.
+        SystemExit: naming the file and the fix, for a file given twice, missing or unreadable, one that is not a
+            runs table, and two files that hold the same run key (model, corpus, phase, configuration, repeat): the
+            repeats of one study's leases go through ``tools/pool_repeats.py`` first, which renumbers them.
     """
-    frames = []
+    if len(set(paths)) < len(paths):
+        raise SystemExit(
+            f"crossover: a runs table is given twice: {sorted(p for p in set(paths) if paths.count(p) > 1)}"
+        )
+    frames, left_out = [], []
     for path in paths:
+        if not Path(path).is_file():
+            raise SystemExit(f"crossover: {path}: no such file (give the runs tables, results/gpu/*-runs.parquet)")
         try:
-            frames.append(pd.read_parquet(path).assign(source=path))
+            frame = pd.read_parquet(path)
         except (OSError, ValueError) as e:
             raise SystemExit(f"crossover: {path}: cannot read a runs table ({e})") from e
-    return pd.concat(frames, ignore_index=True)
+        missing = [c for c in REQUIRED if c not in frame]
+        if missing:
+            raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
+        frame = frame.assign(source=path, phase=frame["phase"].fillna("sweep") if "phase" in frame else "sweep")
+        cpu = frame["gpu_name"].isna()
+        if cpu.any():
+            left_out.append(f"{path}: {int(cpu.sum())} runs on no GPU (CPU: no cudagraphs), left out")
+        frames.append(frame[~cpu])
+    runs = pd.concat(frames, ignore_index=True)
+    twice = runs[runs.duplicated(RUN_KEY, keep=False)]
+    if not twice.empty:
+        first = twice.iloc[0]
+        raise SystemExit(
+            f"crossover: {sorted(set(twice['source']))} hold the same run ({', '.join(str(first[c]) for c in RUN_KEY)}"
+            "): pool one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its "
+            "runs table"
+        )
+    return runs, left_out
 
 
 def parameters(run: pd.Series) -> float:
@@ -75,7 +106,11 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
                 | {"k": int(p["numerator"][4:])}
             )
     if not rows:
-        raise SystemExit("crossover: no cell of these runs tables has both kpad K and nopad K runs at one K")
+        names = sorted(set(runs["configuration"]))
+        raise SystemExit(
+            f"crossover: no cell of {sorted(set(runs['source']))} has both kpad K and nopad K runs at one K "
+            f"(configurations: {names})"
+        )
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
     if model is not None and not model.empty:
@@ -98,7 +133,9 @@ def _interval(r: pd.Series) -> str:
     return f"{r['ratio']:.2f}x ({r['ci_low']:.2f}-{r['ci_high']:.2f})"
 
 
-def to_markdown(cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | None, sources: list[str]) -> str:
+def to_markdown(
+    cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | None, sources: list[str], left_out: list[str]
+) -> str:
     """The crossover table: each cell's paired kpad K / nopad K with its interval, beside the step model's
     prediction, then the forecast of the widened shapes."""
     lines = [
@@ -132,46 +169,55 @@ def to_markdown(cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | 
                 f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
                 f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
             )
-    lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), ""]
+    lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), *(f"- {x}" for x in left_out), ""]
     return "\n".join(lines)
 
 
+def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
+    """Each measured cell with its interval, one colour per GPU (hollow: a confirmation phase), its prediction as a
+    black cross; a model measured on several GPUs is drawn a little apart per GPU and names it."""
+    several = cells.groupby("model")["gpu"].nunique()
+    hollow = (cells["phase"] == "confirm").any()
+    for i, (gpu, part) in enumerate(cells.groupby("gpu", sort=True)):
+        for _, r in part.iterrows():
+            low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
+            high = r["ci_high"] - r["ratio"] if pd.notna(r["ci_high"]) else 0.0
+            x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
+            face = "none" if r["phase"] == "confirm" else f"C{i}"
+            ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
+            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']}" + (
+                f", {gpu})" if several[r["model"]] > 1 else ")"
+            )
+            name += "\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""
+            ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
+            if pd.notna(r["predicted"]):
+                ax.plot(x, r["predicted"], marker="x", color="black", linestyle="none")
+        ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu}" + (" (hollow: confirmation)" if hollow else ""))
+    ax.plot([], [], "x", color="black", linestyle="none", label="step model, same cell")
+
+
 def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) -> None:
-    """kpad K / nopad K against parameters (log): each measured cell with its interval (one colour per GPU, hollow
-    for a confirmation phase), its prediction as a cross, the forecast as a dashed line."""
+    """kpad K / nopad K against parameters (log): the measured cells (:func:`_draw_cells`) and the forecast of the
+    widened shapes as a dashed line through its shapes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 5.2))
-    for i, (gpu, part) in enumerate(cells.groupby("gpu", sort=True)):
-        for _, r in part.iterrows():
-            low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
-            high = r["ci_high"] - r["ratio"] if pd.notna(r["ci_high"]) else 0.0
-            x = r["parameters"] * (1.08 if r["phase"] == "confirm" else 1.0)
-            face = "none" if r["phase"] == "confirm" else f"C{i}"
-            ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']})"
-            ax.annotate(
-                name + ("\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""),
-                (x, r["ratio"]),
-                fontsize=6,
-                xytext=(5, 3),
-                textcoords="offset points",
-            )
-            if pd.notna(r["predicted"]):
-                ax.plot(x, r["predicted"], marker="x", color=f"C{i}", linestyle="none")
-        ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu} (hollow: confirmation)")
-    ax.plot([], [], "x", color="grey", linestyle="none", label="step model, same cell")
+    _draw_cells(ax, cells)
+    xs = cells["parameters"]
     if ahead is not None and not ahead.empty:
-        line = ahead.groupby("parameters")["predicted"].mean().sort_index()
+        line = ahead.groupby(["parameters", "shape"])["predicted"].mean().reset_index().sort_values("parameters")
         label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
-        ax.plot(line.index, line.values, "--", color="grey", lw=1, label=label)
+        ax.plot(line["parameters"], line["predicted"], "d--", color="grey", lw=1, markersize=4, label=label)
+        for _, r in line.iterrows():
+            ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(0, 5),
+                        textcoords="offset points", ha="center")  # fmt: skip
+        xs = pd.concat([xs, line["parameters"]])
     ax.axhline(1, color="black", lw=0.6)
     ax.set_xscale("log")
-    xs = pd.concat([cells["parameters"], ahead["parameters"] if ahead is not None else cells["parameters"]])
-    ax.set_xlim(xs.min() / 2, xs.max() * 6)
+    ax.set_xlim(xs.min() / 2, xs.max() * 3)
     ax.set(xlabel="model parameters", ylabel="kpad K / nopad K (output tok/s)")
     ax.set_title("Where padding pays: above 1, kpad beats unpadded suffix decoding", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
@@ -191,11 +237,15 @@ def main(argv: list[str] | None = None) -> None:
     for prefix in (args.out_prefix, args.figure_prefix):
         if not Path(prefix).parent.is_dir():
             raise SystemExit(f"crossover: {Path(prefix).parent} does not exist: make the folder first")
-    cells, params, ahead = table(read_runs(args.runs))
-    Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs))
+    runs, left_out = read_runs(args.runs)
+    for line in left_out:
+        print(f"crossover: {line}", file=sys.stderr)
+    cells, params, ahead = table(runs)
+    Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs, left_out))
     cells.to_parquet(args.out_prefix + ".parquet", index=False)
     draw(cells, ahead, args.figure_prefix + ".png", args.figure_prefix + ".svg")
-    print(f"crossover: {len(cells)} cells -> {args.out_prefix}.md, {args.figure_prefix}.png", file=sys.stderr)
+    out = f"{args.out_prefix}.{{md,parquet}}, {args.figure_prefix}.{{png,svg}}"
+    print(f"crossover: {len(cells)} cells -> {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
