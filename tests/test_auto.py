@@ -77,6 +77,30 @@ def test_step_costs_interpolate_and_learn_the_overhead():
         c.forward(4, 2)
 
 
+def test_a_length_with_enough_steps_of_its_own_is_charged_its_own_overhead():
+    """Forward times from a short dummy batch miss the attention over a real context, which grows with 1 + L: after
+    8 steps at L = 8 that took 20 ms beyond the forward time (and L = 0 steps 8 ms beyond), L = 8 is charged 20 ms,
+    not the shared average."""
+    c = auto.StepCosts({0: [(32, 0.010)], 8: [(32, 0.030)]})
+    for _ in range(10):
+        c.observe_step(0, 32, 0.018)
+    for _ in range(8):
+        assert c.cost(8, 32) == pytest.approx(0.030 + c.overhead_s)  # fewer than 8 of its own: the shared O
+        c.observe_step(8, 32, 0.050)
+    assert c.by_length == {0: (pytest.approx(0.008), 10), 8: (pytest.approx(0.020), 8)}
+    assert c.cost(8, 32) == pytest.approx(0.050) and c.cost(0, 32) == pytest.approx(0.018)
+    # the shared O moved only by alpha per step: 0.008 + (0.020 - 0.008) x (1 - 0.95^8)
+    assert c.overhead_s == pytest.approx(0.008 + 0.012 * (1 - 0.95**8))
+    # a plain mean up to 1 / alpha = 20 steps of its own, then an average of weight alpha, as the shared O
+    c.observe_step(8, 32, 0.060)
+    assert c.overhead(8) == pytest.approx((8 * 0.020 + 0.030) / 9)
+    for _ in range(11):
+        c.observe_step(8, 32, 0.050)
+    before = c.overhead(8)
+    c.observe_step(8, 32, 0.060)
+    assert c.by_length[8][1] == 21 and c.overhead(8) == pytest.approx(0.95 * before + 0.05 * 0.030)
+
+
 def _costs(seconds: dict[int, float], overhead: float = 0.001) -> auto.StepCosts:
     return auto.StepCosts({n: [(32, s)] for n, s in seconds.items()}, overhead_s=overhead, samples=1)
 

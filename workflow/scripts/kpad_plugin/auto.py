@@ -277,13 +277,19 @@ class StepCosts:
     ``table[L]`` = sorted ``[(requests, seconds), ...]``. :meth:`forward` interpolates linearly in the request
     count between measured counts and extrapolates from the last two beyond them.
     ``overhead_s`` (O): the rest of a step, an exponential moving average (weight ``alpha``) of measured step
-    time minus the forward time; 0 until the first measured step.
+    time minus the forward time; 0 until the first measured step. ``by_length`` [L] = (O_L, samples): the same
+    average over the steps run at length L alone (weight ``max(alpha, 1 / samples)``, a plain mean at first), which
+    :meth:`overhead` takes once L has ``min_length_samples``: the forward times come from a dummy batch whose
+    context is as short as the query, and the attention over a real context grows with 1 + L, so a length's own
+    steps say what it costs at the run's contexts.
     """
 
     table: dict[int, list[tuple[int, float]]]
     alpha: float = 0.05
     overhead_s: float = 0.0
     samples: int = 0
+    by_length: dict[int, tuple[float, int]] = field(default_factory=dict)
+    min_length_samples: int = 8
 
     def __post_init__(self) -> None:
         """Sort each length's points and keep one per request count (the last); drop lengths without points."""
@@ -307,17 +313,25 @@ class StepCosts:
         (r0, t0), (r1, t1) = points[i - 1], points[i]
         return max(0.0, t0 + (t1 - t0) * (requests - r0) / (r1 - r0))
 
+    def overhead(self, length: int) -> float:
+        """O_L where length L has ``min_length_samples`` measured steps, else the shared :attr:`overhead_s`."""
+        own, n = self.by_length.get(length, (0.0, 0))
+        return own if n >= self.min_length_samples else self.overhead_s
+
     def cost(self, length: int, requests: int) -> float:
-        """Seconds of one step: :attr:`overhead_s` + :meth:`forward`."""
-        return self.overhead_s + self.forward(length, requests)
+        """Seconds of one step: :meth:`overhead` + :meth:`forward`."""
+        return self.overhead(length) + self.forward(length, requests)
 
     def observe_step(self, length: int, requests: int, seconds: float) -> None:
-        """A measured decode step (all ``requests`` at ``length``) updates the overhead estimate."""
+        """A measured decode step (all ``requests`` at ``length``) updates the shared and the length's overhead."""
         if length not in self.table or not math.isfinite(seconds) or seconds <= 0:
             return
         sample = max(0.0, seconds - self.forward(length, requests))
         self.overhead_s = sample if self.samples == 0 else (1 - self.alpha) * self.overhead_s + self.alpha * sample
         self.samples += 1
+        own, n = self.by_length.get(length, (0.0, 0))
+        weight = max(self.alpha, 1 / (n + 1))
+        self.by_length[length] = ((1 - weight) * own + weight * sample, n + 1)
 
 
 def choose_length(
