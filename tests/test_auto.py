@@ -89,6 +89,9 @@ def test_a_length_with_enough_steps_of_its_own_is_charged_its_own_overhead():
         c.observe_step(8, 32, 0.050)
     assert c.by_length == {0: (pytest.approx(0.008), 10), 8: (pytest.approx(0.020), 8)}
     assert c.cost(8, 32) == pytest.approx(0.050) and c.cost(0, 32) == pytest.approx(0.018)
+    from kpad_plugin import _length_overheads_us
+
+    assert _length_overheads_us(c) == {"auto_overhead_len0_us": 8000, "auto_overhead_len8_us": 20000}
     # the shared O moved only by alpha per step: 0.008 + (0.020 - 0.008) x (1 - 0.95^8)
     assert c.overhead_s == pytest.approx(0.008 + 0.012 * (1 - 0.95**8))
     # a plain mean up to 1 / alpha = 20 steps of its own, then an average of weight alpha, as the shared O

@@ -229,6 +229,8 @@ def test_draft_length_histograms_and_kpadauto_counters():
             "auto_explore_steps": 2,
             "auto_unpadded_steps": 3,
             "auto_overhead_us": 1500,
+            "auto_overhead_len0_us": 1200,
+            "auto_overhead_len8_us": 2500,
         }
     }
     m = record.step_measures(before, after)
@@ -237,7 +239,9 @@ def test_draft_length_histograms_and_kpadauto_counters():
     assert m["auto_steps_by_length"] == [10, 0, 0, 0, 0, 0, 0, 0, 6]
     assert (m["kpad_cut_tokens"], m["kpad_auto_explore_steps"], m["auto_overhead_ms"]) == (6, 2, 1.5)
     assert m["kpad_auto_unpadded_steps"] == 3
+    assert m["auto_overhead_ms_by_length"] == [1.2, None, None, None, None, None, None, None, 2.5]
     empty = record.step_measures({}, {})
+    assert empty["auto_overhead_ms_by_length"] == []
     assert (empty["verified_drafts_by_length"], empty["auto_steps_by_length"], empty["auto_overhead_ms"]) == (
         [],
         [],

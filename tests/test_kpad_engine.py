@@ -148,6 +148,9 @@ def test_adaptive_draft_tokens_are_the_chosen_lengths(sides):
     }
     assert set(steps) <= set(AUTO_LENGTHS) and sum(steps.values()) > 0
     assert "auto_overhead_us" in scheduler  # step costs were measured at start (eager forward passes on CPU)
+    # a length's own overhead is charged, and reported, only once it ran 8 or more steps
+    charged = {int(k[len("auto_overhead_len") : -3]) for k in scheduler if k.startswith("auto_overhead_len")}
+    assert charged and all(steps.get(length, 0) >= 8 for length in charged)
     # every decode step was padded, so every one had a padded step's shape (query 1 + L); CPU: all NONE
     workers = sides["auto"]["stats"]["worker0"]
     assert workers["auto_shape_decode_steps_NONE"] == workers["decode_steps_NONE"] > 0

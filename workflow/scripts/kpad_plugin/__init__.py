@@ -156,7 +156,8 @@ class Stats:
     tokens, n >= 1: a request-step without draft tokens is not a draft; vLLM's draft tokens = sum of n x count).
     ``kpadauto`` only: ``auto_steps_len<L>`` (steps whose drafts were given length L; a step is a call of
     ``update_draft_token_ids`` with at least one request, mixed prefill steps included), ``auto_explore_steps``
-    (steps the exploration gave a longer length), ``auto_overhead_us`` (last estimate of O).
+    (steps the exploration gave a longer length), ``auto_overhead_us`` (last estimate of O),
+    ``auto_overhead_len<L>_us`` (the overhead charged to length L, from its own steps, once it has enough).
     ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
@@ -268,6 +269,15 @@ def auto_lengths(k_max: int) -> tuple[int, ...] | None:
     """The ``kpadauto`` lengths from ``KPAD_AUTO_LENGTHS`` (None when unset); raises as :func:`auto.parse_lengths`."""
     text = os.environ.get(auto.ENV_LENGTHS, "").strip()
     return auto.parse_lengths(text, k_max) if text else None
+
+
+def _length_overheads_us(costs: auto.StepCosts) -> dict[str, int]:
+    """``auto_overhead_len<L>_us``: the overhead O_L the rule charges length L, for each L it has timed enough."""
+    return {
+        f"auto_overhead_len{length}_us": int(own * 1e6)
+        for length, (own, n) in costs.by_length.items()
+        if n >= costs.min_length_samples
+    }
 
 
 def _patch_scheduler(pad: bool) -> None:
@@ -453,7 +463,7 @@ def _patch_scheduler(pad: bool) -> None:
         if stats is not None and counts:
             stats.add(**counts)
             if state is not None and state.costs is not None:
-                stats.set(auto_overhead_us=int(state.costs.overhead_s * 1e6))
+                stats.set(auto_overhead_us=int(state.costs.overhead_s * 1e6), **_length_overheads_us(state.costs))
 
     update_draft_token_ids._kpad_patched = True
     Scheduler.update_draft_token_ids = update_draft_token_ids

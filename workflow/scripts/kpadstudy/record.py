@@ -124,6 +124,8 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         ``verified_drafts_by_length`` [n] (verified request-steps whose draft had n tokens, pads included:
         vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
         L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
+        ``auto_overhead_ms_by_length`` [L] (the overhead charged to length L from its own steps, None where it had
+        too few),
         ``kpad_skipped_speculation_steps`` (``kpadauto``: steps whose suffix tree lookups were skipped),
         ``kpad_deferred_check_steps`` / ``_mismatches`` / ``_draft_tokens`` / ``_flushed_steps`` /
         ``_flushed_draft_tokens`` (``kpadauto`` with ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared
@@ -143,6 +145,7 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         out[column] = _histogram(before.get("scheduler", {}), after.get("scheduler", {}), prefix)
     overhead = after.get("scheduler", {}).get("auto_overhead_us")
     out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
+    out["auto_overhead_ms_by_length"] = _gauges_ms(after.get("scheduler", {}), "auto_overhead_len", "_us")
     out["kpad_skipped_speculation_steps"] = delta("worker0", "skipped_speculation_steps")
     for key in DEFERRED_CHECK_KEYS:
         out[f"kpad_{key}"] = delta("worker0", key)
@@ -189,6 +192,14 @@ def step_stages(before: dict[str, dict], after: dict[str, dict]) -> dict[str, An
     }
     ms["other"] = ms["engine_step"] - sum(ms[s] for s in NESTED_IN_STEP)
     return {"engine_steps": steps, "step_time_ms": json.dumps({k: round(v, 4) for k, v in ms.items()})}
+
+
+def _gauges_ms(after: dict, prefix: str, suffix: str) -> list[float | None]:
+    """Gauges ``<prefix><n><suffix>`` (microseconds) as a list of ms indexed by n, None where absent; [] if none."""
+    values = {
+        int(k[len(prefix) : -len(suffix)]): v for k, v in after.items() if k.startswith(prefix) and k.endswith(suffix)
+    }
+    return [values[n] / 1000 if n in values else None for n in range(max(values) + 1)] if values else []
 
 
 def _histogram(before: dict, after: dict, prefix: str) -> list[int]:

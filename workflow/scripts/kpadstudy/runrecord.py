@@ -216,6 +216,12 @@ COLUMNS: tuple[Column, ...] = (
     _c("auto_steps_by_length", "list", "steps", "kpadauto: steps given draft length L (indexed by L)"),
     _c("auto_overhead_ms", "float", "ms", "kpadauto: its last estimate of the step time outside the forward pass"),
     _c(
+        "auto_overhead_ms_by_length",
+        "list",
+        "ms",
+        "kpadauto: [L] the overhead it charged length L, from L's own steps (empty where L had fewer than 8)",
+    ),
+    _c(
         "kpad_skipped_speculation_steps",
         "int",
         "steps",
