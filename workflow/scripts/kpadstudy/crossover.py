@@ -54,7 +54,7 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
         missing = [c for c in REQUIRED if c not in frame]
         if missing:
             raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
-        frame = frame.assign(source=path, phase=frame["phase"].fillna("sweep") if "phase" in frame else "sweep")
+        frame = paired.prepared_runs(frame).assign(source=path)
         cpu = frame["gpu_name"].isna()
         if cpu.any():
             left_out.append(f"{path}: {int(cpu.sum())} runs on no GPU (CPU: no cudagraphs), left out")

@@ -354,11 +354,9 @@ def _unpadded_steps(run: pd.Series) -> int:
 def _full_text(run: pd.Series, unpadded: bool) -> str:
     """The FULL share beside a run's bar: of its decode steps, or, where it ran steps unpadded by choice, of its
     decode steps at a padded step's shape (``full_share_auto_shape``)."""
-    if not unpadded:
-        full = run.get("full_share_decode")
-        return "FULL -" if full is None or pd.isna(full) else f"FULL {full:.3f}"
-    full = run.get("full_share_auto_shape")
-    return "FULL - at padded shapes" if full is None or pd.isna(full) else f"FULL {full:.3f} at padded shapes"
+    column, of = ("full_share_auto_shape", " at padded shapes") if unpadded else ("full_share_decode", "")
+    full = run.get(column)
+    return ("FULL -" if full is None or pd.isna(full) else f"FULL {full:.3f}") + of
 
 
 def kpadauto_lengths(runs: pd.DataFrame, note: str = "") -> plt.Figure:
