@@ -41,6 +41,32 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
 
+def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_path):
+    """The 1b lease measured the 135M model again, on an H100: not the same runs as the H200's, so two cells; the
+    step model stays fitted on the H200's 24 runs, and the H100 cells are out of sample."""
+    one_b = str(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), PAIRED, one_b, WIDE])
+    cells = pd.read_parquet(tmp_path / "x.parquet")
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert list(zip(cells["model"], cells["gpu"], cells["phase"], cells["fitted_on_this"], strict=True)) == [
+        ("SmolLM2-135M-Instruct", h100, "sweep", False),
+        ("SmolLM2-135M-Instruct", "NVIDIA H200", "confirm", True),
+        ("SmolLM2-135M-Instruct", "NVIDIA H200", "sweep", True),
+        ("smollm2-wide-1b", h100, "sweep", False),
+        ("smollm2-wide-llama-3.1-8b", h100, "sweep", False),
+    ]
+    # output tok/s of the H100 lease of 2026-12-05 19:16, kpad8 / nopad8 per repeat
+    small = [10214.670468 / 6659.418993, 9602.789424 / 7761.044720, 12178.241422 / 7404.182962]
+    one = [7445.671726 / 6799.979748, 11045.768847 / 10097.416564, 10193.015128 / 9839.363936]
+    assert cells.iloc[0]["ratio"] == pytest.approx(math.prod(small) ** (1 / 3), rel=1e-6)
+    one_b_ratio = cells.iloc[3]["ratio"]
+    assert one_b_ratio == pytest.approx(math.prod(one) ** (1 / 3), rel=1e-6) == pytest.approx(1.074, abs=1e-3)
+    assert (cells.iloc[3]["parameters"], cells.iloc[3]["stand_in_for"]) == (1_217_537_280, "Llama-3.2-1B")
+    text = (tmp_path / "x.md").read_text()
+    assert "fitted on the 24 valid runs of SmolLM2-135M-Instruct on NVIDIA H200; every other cell is out" in text
+    assert "the fitted model's widened shapes on NVIDIA H200:" in text
+
+
 def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path):
     auto = str(ROOT / "results/gpu/h100-widened-8b-auto-unpadded-runs.parquet")  # nopad8 and kpadautou12 only
     out = [str(tmp_path / "x"), str(tmp_path / "fig")]
@@ -68,7 +94,7 @@ def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_
     pd.read_parquet(WIDE).to_parquet(copy)  # another lease of the same cell, repeats 1-3 again
     with pytest.raises(SystemExit) as e:
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
-    assert "hold the same run (smollm2-wide-llama-3.1-8b, sharegpt, sweep, " in str(e.value)
+    assert "hold the same run (smollm2-wide-llama-3.1-8b, NVIDIA H100 80GB HBM3, sharegpt, sweep, " in str(e.value)
     assert "pool one study's leases with tools/pool_repeats.py first" in str(e.value)
 
 

@@ -146,6 +146,23 @@ def test_fitted_on_the_smallest_model_and_predicted_for_a_larger_one():
     assert by.loc[("big", 8), "predicted"] < by.loc[("small", 8), "predicted"]
 
 
+def test_the_overheads_are_fitted_on_one_gpu_the_one_with_most_runs_of_the_model():
+    """The same model on two hosts: an H200 with the overheads above (4 runs) and an H100 with every overhead
+    doubled (2 runs). The fit takes the H200's runs alone and gives its overheads back; the H100 cell is its own
+    row, out of sample."""
+    zero = dict.fromkeys(SIZES, 0)
+    h200 = _synthetic(OVERHEADS, **zero)
+    doubled = {k: v * (1 if k == "efficiency" else 2) for k, v in OVERHEADS.items()}
+    h100 = _synthetic(doubled, gpu="NVIDIA H100 80GB HBM3", **zero).iloc[:2]  # kpad8 and nopad8 only
+    table, fitted, _ = roofline.step_model(pd.concat([h100, h200], ignore_index=True))
+    assert (fitted["fit_on"], fitted["fit_on_gpu"], fitted["runs"]) == ("M", "NVIDIA H200", 4)
+    assert fitted["overhead_PIECEWISE_ms"] == pytest.approx(7.0, rel=1e-6)
+    rows = list(zip(table["gpu_name"], table["k"], table["fitted_on_this"], strict=True))
+    assert rows == [("NVIDIA H100 80GB HBM3", 8, False), ("NVIDIA H200", 4, True), ("NVIDIA H200", 8, True)]
+    one_each = roofline.terms(pd.concat([h100.iloc[:1], h200.iloc[:1]], ignore_index=True))
+    assert roofline.fit_gpu(one_each, "M") == "NVIDIA H100 80GB HBM3"  # a tie: the first by name
+
+
 def test_cpu_runs_give_no_fit_and_say_why():
     runs = pd.DataFrame([run(gpu=None)])
     assert roofline.step_model(runs) == (None, None, None)
@@ -174,7 +191,7 @@ def test_the_135m_model_on_the_h200():
     got = [(r["phase"], round(r["measured"], 2), round(r["predicted"], 2), r["n_kpad"]) for _, r in table.iterrows()]
     assert got == [("confirm", 0.96, 1.14, 3), ("sweep", 1.14, 1.13, 3)]
     md = roofline.to_markdown(table, params, runs)
-    assert "| SmolLM2-135M-Instruct | sharegpt | sweep | 8 | 3 / 3 | 1.14x | 1.13x | 1.00 |" in md
+    assert "| SmolLM2-135M-Instruct | NVIDIA H200 | sharegpt | sweep | 8 | 3 / 3 | 1.14x | 1.13x | 1.00 |" in md
     assert "NVIDIA H200 datasheet (SXM): HBM3e 4.8 TB/s" in md
     # the same runs at the widened shapes' bytes and FLOPs (at the datasheet peak): padding's gain shrinks with size
     sweep = ahead[ahead["phase"] == "sweep"]

@@ -6,8 +6,8 @@ Reads the runs tables of several data sets (each a lease or a study: the 135M mo
 writes ``OUT_PREFIX.md`` and ``OUT_PREFIX.parquet`` (one row per cell with kpad K and nopad K runs) and
 ``FIGURE_PREFIX.{png,svg}``. Each cell's measured ratio is the paired one (:func:`kpadstudy.paired.paired_table`:
 within repeats, geometric mean, 95% t-interval from 3 repeats); its prediction is the step-cost model's
-(:func:`kpadstudy.roofline.step_model`), fitted on the smallest model's runs and so out of sample for every
-other model; the forecast line is that model's widened shapes on the GPU of the fit. A stand-in's row names the
+(:func:`kpadstudy.roofline.step_model`), fitted on the smallest model's runs on one GPU and so out of sample for
+every other cell; the forecast line is that model's widened shapes on the GPU of the fit. A stand-in's row names the
 model whose shape it has: its acceptance is the small model's (docs/stand-ins.md).
 """
 
@@ -27,7 +27,7 @@ COLUMNS += ["favour", "predicted", "fitted_on_this"]
 
 #: the columns a runs table must have here (``phase`` may be absent: sweep)
 REQUIRED = ["model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s", "gpu_name"]
-RUN_KEY = ["model", "corpus", "phase", "configuration", "repeat"]
+RUN_KEY = ["model", "gpu_name", "corpus", "phase", "configuration", "repeat"]
 
 
 def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
@@ -36,8 +36,8 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
     Raises:
         SystemExit: naming the file and the fix, for a file given twice, missing or unreadable, one that is not a
-            runs table, and two files that hold the same run key (model, corpus, phase, configuration, repeat): the
-            repeats of one study's leases go through ``tools/pool_repeats.py`` first, which renumbers them.
+            runs table, and two files that hold the same run key (model, GPU, corpus, phase, configuration, repeat):
+            the repeats of one study's leases go through ``tools/pool_repeats.py`` first, which renumbers them.
     """
     if len(set(paths)) < len(paths):
         raise SystemExit(
@@ -114,15 +114,15 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
     if model is not None and not model.empty:
-        keys = ["model", "corpus", "phase", "k"]
+        keys = ["model", "gpu", "corpus", "phase", "k"]
+        model = model.rename(columns={"gpu_name": "gpu"})
         cells = cells.merge(model[[*keys, "predicted", "fitted_on_this"]], on=keys, how="left")
     else:
         cells = cells.assign(predicted=float("nan"), fitted_on_this=False)
     if ahead is not None:
         base = roofline.known_shapes()[params["fit_on"]]
-        gpus = sorted(set(runs.loc[runs["model"] == params["fit_on"], "gpu_name"].dropna()))
         ahead = ahead.assign(
-            parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=", ".join(gpus)
+            parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=params["fit_on_gpu"]
         )
     return cells[COLUMNS].sort_values(["parameters", "gpu", "phase"]).reset_index(drop=True), params, ahead
 
@@ -143,8 +143,8 @@ def to_markdown(
         "",
         "Measured: within-repeat ratios of output tok/s, geometric mean, 95% t-interval (kpadstudy/paired.py). "
         "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
-        + (f"the {params['runs']} valid runs of {params['fit_on']}" if params else "no run")
-        + "; every other model's cells are out of sample. A stand-in is a small model widened to a large "
+        + (f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}" if params else "no run")
+        + "; every other cell is out of sample. A stand-in is a small model widened to a large "
         "model's shape: the large shape's step costs with the small model's acceptance, not that large model "
         "(docs/stand-ins.md).",
         "",

@@ -132,12 +132,12 @@ def predict(t: pd.DataFrame, params: dict[str, float]) -> pd.Series:
 
 
 def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
-    """kpad K / nopad K per (model, corpus, phase, K), measured and predicted: ratios of median output tok/s over
-    the valid runs of each (measured: ``output_tokens / duration_s``; predicted: over the predicted durations).
+    """kpad K / nopad K per (model, GPU, corpus, phase, K), measured and predicted: ratios of median output tok/s
+    over the valid runs of each (measured: ``output_tokens / duration_s``; predicted: over the predicted durations).
 
     Returns:
-        ``model, corpus, phase, k, n_kpad, n_nopad, measured, predicted, kpad_step_ms, nopad_step_ms`` (measured medians
-        per engine step), ``kpad_tokens_per_step``, ``nopad_tokens_per_step``.
+        ``model, gpu_name, corpus, phase, k, n_kpad, n_nopad, measured, predicted, kpad_step_ms, nopad_step_ms``
+        (measured medians per engine step), ``kpad_tokens_per_step``, ``nopad_tokens_per_step``.
     """
     t = t.assign(
         tok_s=t["output_tokens"] / t["duration_s"],
@@ -145,14 +145,15 @@ def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
         step_ms=1000.0 * t["duration_s"] / sum(t[f"steps_{m}"] for m in MODES),
     )
     rows = []
-    keys = ["model", "corpus", "phase", "k"]
-    for (model, corpus, phase, k), g in t[t["method"].isin(["kpad", "nopad"])].groupby(keys, sort=True):
+    keys = ["model", "gpu_name", "corpus", "phase", "k"]
+    for (model, gpu, corpus, phase, k), g in t[t["method"].isin(["kpad", "nopad"])].groupby(keys, sort=True):
         kp, np_ = g[g["method"] == "kpad"], g[g["method"] == "nopad"]
         if kp.empty or np_.empty:
             continue
         rows.append(
             {
                 "model": model,
+                "gpu_name": gpu,
                 "corpus": corpus,
                 "phase": phase,
                 "k": int(k),
@@ -215,10 +216,17 @@ def fit_model(t: pd.DataFrame, fit_on: str | None) -> str:
     return fit_on
 
 
+def fit_gpu(t: pd.DataFrame, model: str) -> str:
+    """The GPU whose runs of ``model`` the overheads are fitted on: the one with the most of them (ties: the first
+    by name). The overheads are a host's, so runs of two machines are not fitted together."""
+    counts = t.loc[t["model"] == model, "gpu_name"].value_counts()
+    return str(min(counts.index[counts == counts.max()]))
+
+
 def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame:
     """kpad K / nopad K predicted for each named widened shape (:data:`kpadstudy.widen.SHAPES`) of ``base`` (a
-    :class:`kpadstudy.widen.Shape`), from the fitted model's own runs: a widening computes the same function, so it
-    drafts and accepts the same tokens in the same steps; only its bytes and FLOPs change.
+    :class:`kpadstudy.widen.Shape`), from the fitted model's own runs on the GPU of the fit: a widening computes the
+    same function, so it drafts and accepts the same tokens in the same steps; only its bytes and FLOPs change.
 
     ``predicted_like`` is the same at the sizes of the real model the shape stands in for (``like``,
     :data:`kpadstudy.widen.REAL`: its vocabulary, head size and layer count): the step model's size of the
@@ -230,7 +238,7 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
     """
     from .widen import REAL, SHAPES, target_shape
 
-    own = t[t["model"] == params["fit_on"]]
+    own = t[(t["model"] == params["fit_on"]) & (t["gpu_name"] == params["fit_on_gpu"])]
     rows = []
     for name, spec in SHAPES.items():
         wide, real = _at_sizes(own, params, target_shape(base, name)), _at_sizes(own, params, REAL[spec["like"]])
@@ -268,27 +276,29 @@ def _compute_s(t: pd.DataFrame, sizes: dict[str, Any]) -> pd.Series:
 
 
 def step_model(runs: pd.DataFrame, fit_on: str | None = None, efficiency: float | None = 1.0) -> tuple:
-    """Fit on one model's runs, predict every cell's kpad K / nopad K.
+    """Fit on one model's runs on one GPU (:func:`fit_model`, :func:`fit_gpu`), predict every cell's kpad K / nopad K.
 
     Returns:
         ``(table, params, forecast)``: :func:`crossover` with ``fitted_on_this`` (True for the cells the overheads
-        were fitted on: in sample) and ``predicted_over_measured``; ``params`` of :func:`fit` with ``fit_on`` and
-        ``efficiency_from``; :func:`forecast` of the named widened shapes when the fitted model is a base they are
-        made for (:func:`known_shapes`), else None. ``(None, None, None)`` when no run can be fitted (CPU runs,
-        unknown GPUs).
+        were fitted on: in sample) and ``predicted_over_measured``; ``params`` of :func:`fit` with ``fit_on``,
+        ``fit_on_gpu`` and ``efficiency_from``; :func:`forecast` of the named widened shapes when the fitted model is
+        a base they are made for (:func:`known_shapes`), else None. ``(None, None, None)`` when no run can be fitted
+        (CPU runs, unknown GPUs).
     """
     t = terms(with_sizes(runs, known_shapes()))
     if t.empty:
         return None, None, None
     model = fit_model(t, fit_on)
+    gpu = fit_gpu(t, model)
     params = {
-        **fit(t[t["model"] == model], efficiency),
+        **fit(t[(t["model"] == model) & (t["gpu_name"] == gpu)], efficiency),
         "fit_on": model,
+        "fit_on_gpu": gpu,
         "efficiency_from": "fitted" if efficiency is None else "config step_model.efficiency, not fitted",
     }
     table = crossover(t, params)
     if not table.empty:
-        table["fitted_on_this"] = table["model"] == model
+        table["fitted_on_this"] = (table["model"] == model) & (table["gpu_name"] == gpu)
         table["predicted_over_measured"] = table["predicted"] / table["measured"]
     base = known_shapes().get(model)
     widenable = base is not None and base.hidden_size % 576 == 0 and base.head_dim == 64
@@ -318,9 +328,9 @@ def to_markdown(
         return "\n".join([*lines, NO_FIT, ""])
     gpus = sorted(set(runs["gpu_name"].dropna()) & set(GPUS)) if "gpu_name" in runs else []
     lines += [
-        f"Fitted on the {params['runs']} valid runs of {params['fit_on']}: overhead per engine step FULL "
-        f"{params['overhead_FULL_ms']:.2f} ms, PIECEWISE {params['overhead_PIECEWISE_ms']:.2f} ms, NONE "
-        f"{params['overhead_NONE_ms']:.2f} ms; {params['overhead_position_us']:.1f} us per verified position; "
+        f"Fitted on the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}: overhead per "
+        f"engine step FULL {params['overhead_FULL_ms']:.2f} ms, PIECEWISE {params['overhead_PIECEWISE_ms']:.2f} ms, "
+        f"NONE {params['overhead_NONE_ms']:.2f} ms; {params['overhead_position_us']:.1f} us per verified position; "
         f"FLOP efficiency {params['efficiency']:.3g} of the datasheet peak ({params['efficiency_from']}).",
         "",
         *(f"- {g}: {GPUS[g]['source']}." for g in gpus),
@@ -329,13 +339,14 @@ def to_markdown(
     if table is None or table.empty:
         return "\n".join([*lines, "No cell has both kpad and nopad runs at one K.", ""])
     lines += [
-        "| model | corpus | phase | K | n kpad / nopad | measured | predicted | predicted / measured "
+        "| model | GPU | corpus | phase | K | n kpad / nopad | measured | predicted | predicted / measured "
         "| step ms kpad / nopad | positions per step kpad / nopad | fitted on |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         cells = [
             r["model"],
+            r["gpu_name"],
             r["corpus"],
             r["phase"],
             r["k"],
@@ -399,6 +410,7 @@ def draw(table: pd.DataFrame | None, png: str, svg: str) -> None:
             )
             for _, r in part.iterrows():
                 label = f"{r['model']}\n{r['corpus']} K={r['k']} ({r['phase']})"
+                label += f", {r['gpu_name']}" if table["gpu_name"].nunique() > 1 else ""
                 ax.annotate(label, (r["measured"], r["predicted"]), fontsize=7)
         lo = min(table["measured"].min(), table["predicted"].min(), 1.0) * 0.9
         hi = max(table["measured"].max(), table["predicted"].max(), 1.0) * 1.1
