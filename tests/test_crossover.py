@@ -33,10 +33,20 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     # the 135M model's records predate model_parameters: its shape's count
     assert cells.iloc[0]["parameters"] == cells.iloc[1]["parameters"] > 1.3e8
     text = (tmp_path / "x.md").read_text()
+    # medians of the 3 runs each: tokens per request-step kpad8 3.351, 3.389, 3.373; nopad8 3.366, 3.353, 3.363;
+    # FULL share of nopad8's decode steps 1.30%, 1.22%, 1.28%
+    assert (row["tokens_per_request_step_kpad"], row["tokens_per_request_step_nopad"]) == (
+        pytest.approx(3.372543, abs=1e-6),
+        pytest.approx(3.362852, abs=1e-6),
+    )
+    assert (row["full_share_kpad"], row["full_share_nopad"]) == (1.0, pytest.approx(0.012789, abs=1e-6))
     assert (
         "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | sharegpt | sweep | 8 | 3 "
-        "| 0.87x (0.75-1.01) | 0 of 3 | 0.97x | no |" in text
+        "| 0.87x (0.75-1.01) | 0 of 3 | 100% / 1% | 3.37 / 3.36 | 0.97x | no |" in text
     )
+    # the study's mix table: Llama-3.1-8B-Instruct bestKpad (K=12) 33,531, suf 27,851, van 8,850 tok/s
+    assert "| Llama-3.1-8B-Instruct | mix | 12 | 12 | 1.20x | 3.79x |" in text
+    assert "| Qwen2.5-7B-Instruct | mix | 6 | 6 | 0.96x | 1.80x |" in text  # 7,488 / 7,803 and / 4,169
     assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
@@ -65,6 +75,17 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
     text = (tmp_path / "x.md").read_text()
     assert "fitted on the 24 valid runs of SmolLM2-135M-Instruct on NVIDIA H200; every other cell is out" in text
     assert "the fitted model's widened shapes on NVIDIA H200:" in text
+    # nopad8's medians on the H100: the 1b stand-in 3.399225, its base in the same lease 3.354782; the 8B stand-in
+    # 3.362852 in its own lease
+    assert (
+        "- smollm2-wide-1b (NVIDIA H100 80GB HBM3, sharegpt, nopad8): 3.40 tokens per request-step against "
+        "SmolLM2-135M-Instruct's 3.35 (+1.3%)\n" in text
+    )
+    assert (
+        "- smollm2-wide-llama-3.1-8b (NVIDIA H100 80GB HBM3, sharegpt, nopad8): 3.36 tokens per request-step against "
+        "SmolLM2-135M-Instruct's 3.35 (+0.2%); the base in another runs table (its prompts and settings may differ)"
+        in text
+    )
 
 
 def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path):
@@ -80,6 +101,10 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
         crossover.main([*out, "nowhere.parquet"])
     with pytest.raises(SystemExit, match="crossover: .*/missing does not exist: make the folder first"):
         crossover.main([str(tmp_path / "missing" / "x"), str(tmp_path / "fig"), WIDE])
+    with pytest.raises(SystemExit) as e:
+        crossover.main([*out, WIDE, "--published", "nowhere.csv"])
+    assert str(e.value).startswith("crossover: nowhere.csv: cannot read the published table (")
+    assert str(e.value).endswith("; give --published PATH")
     with pytest.raises(SystemExit, match="crossover: a runs table is given twice"):
         crossover.main([*out, WIDE, WIDE])
     cells = str(ROOT / "results/gpu/h200-paired-final-cells.parquet")

@@ -6,7 +6,18 @@ import pytest
 import torch
 
 from kpadstudy import models, plan
-from kpadstudy.widen import REAL, SHAPES, SMOLLM2_135M, Shape, head_map, model_facts, target_shape, wide_config, widen
+from kpadstudy.widen import (
+    REAL,
+    SHAPES,
+    SMOLLM2_135M,
+    Shape,
+    base_of,
+    head_map,
+    model_facts,
+    target_shape,
+    wide_config,
+    widen,
+)
 
 SMOL = SMOLLM2_135M
 TWO_X = {
@@ -228,6 +239,7 @@ def test_a_run_record_states_the_model_s_sizes_and_what_it_stands_in_for(wide_sm
     facts = model_facts(wide_smol)
     assert (facts["model_parameters"], facts["model_kv_bytes_per_token"]) == (533_863_296, 2 * 31 * 4 * 64 * 4)
     assert facts["stand_in"].startswith("widened smol-2x") is False and "custom shape" in facts["stand_in"]
+    assert (base_of(facts["stand_in"]), base_of("a model"), base_of(None)) == ("SmolLM2-135M-Instruct", None, None)
     assert (facts["stand_in_for"], facts["stand_in_for_parameters"]) == (None, None)
     real = model_facts(smol_model)
     assert (real["model_parameters"], real["stand_in"]) == (134_515_008, None)

@@ -19,10 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paired, roofline, widen
+from . import paired, reference, roofline, tables, widen
 
 COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "corpus", "phase", "k", "n", "ratio", "ci_low", "ci_high"]
-COLUMNS += ["favour", "predicted", "fitted_on_this"]
+COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
+COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
+
+#: the study's models issue 41 sets the stand-ins beside (their published rows: 8x B200, no nopad)
+STUDY_MODELS = ["Llama-3.1-8B-Instruct", "Qwen2.5-7B-Instruct", "Qwen2.5-32B-Instruct", "DeepSeek-R1-Distill-Qwen-32B"]
+PUBLISHED = "resources/reference/kpad_published.csv"
 
 
 #: the columns a runs table must have here (``phase`` may be absent: sweep)
@@ -100,10 +105,12 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
         for _, p in pairs.iterrows():
             first = part[part["model"] == p["model"]].iloc[0]
             stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
+            cell = part[(part["model"] == p["model"]) & (part["corpus"] == p["corpus"]) & (part["phase"] == p["phase"])]
             rows.append(
                 {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
                 | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
                 | {"k": int(p["numerator"][4:])}
+                | _medians(cell, p["numerator"], p["denominator"])
             )
     if not rows:
         names = sorted(set(runs["configuration"]))
@@ -127,6 +134,60 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     return cells[COLUMNS].sort_values(["parameters", "gpu", "phase"]).reset_index(drop=True), params, ahead
 
 
+def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
+    """Medians over the ``ok`` runs of one cell's kpad K and nopad K: the share of decode steps replayed as FULL
+    cudagraphs and the tokens per request-step (NaN where the records lack the column)."""
+    ok = cell[cell["status"] == "ok"]
+    out = {}
+    for column in ("full_share_decode", "tokens_per_request_step"):
+        values = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(float("nan"), ok.index)
+        name = "full_share" if column == "full_share_decode" else column
+        for label, configuration in (("kpad", kpad), ("nopad", nopad)):
+            out[f"{name}_{label}"] = float(values[ok["configuration"] == configuration].median())
+    return out
+
+
+def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """How close each stand-in's tokens per request-step (nopad K, median) is to its base model's, at the same
+    corpus, phase and K on the same GPU: a widening computes the base's function up to bf16 rounding."""
+    lines = []
+    stand_ins = runs.dropna(subset=["stand_in"]) if "stand_in" in runs else runs.iloc[:0]
+    bases = {m: widen.base_of(s) for m, s in zip(stand_ins["model"], stand_ins["stand_in"], strict=True) if s}
+    for _, r in cells[cells["model"].isin(list(bases))].iterrows():
+        keys = (cells["gpu"] == r["gpu"]) & (cells["corpus"] == r["corpus"]) & (cells["phase"] == r["phase"])
+        base = cells[keys & (cells["model"] == bases[r["model"]]) & (cells["k"] == r["k"])]
+        what = f"- {r['model']} ({r['gpu']}, {r['corpus']}, nopad{r['k']}): {r['tokens_per_request_step_nopad']:.2f}"
+        if base.empty:
+            lines.append(f"{what} tokens per request-step; {bases[r['model']]} has no such cell on this GPU")
+            continue
+        b = base.iloc[0]["tokens_per_request_step_nopad"]
+        on_gpu = runs[runs["gpu_name"] == r["gpu"]]
+        sources = [set(on_gpu.loc[on_gpu["model"] == m, "source"]) for m in (r["model"], bases[r["model"]])]
+        apart = "; the base in another runs table (its prompts and settings may differ)"
+        lines.append(
+            f"{what} tokens per request-step against {bases[r['model']]}'s {b:.2f} "
+            f"({100 * (r['tokens_per_request_step_nopad'] / b - 1):+.1f}%){apart if sources[0] != sources[1] else ''}"
+        )
+    return lines
+
+
+def published_rows(csv: str, cells: pd.DataFrame) -> pd.DataFrame:
+    """The study's own rows (8x B200; it never ran nopad) for :data:`STUDY_MODELS` on the corpora of ``cells``
+    and the mix: the best kpad K of its K-sweep, and on the mix its best kpad / suf and / van
+    (:func:`kpadstudy.tables.best_kpad` of :func:`kpadstudy.reference.published_cells`).
+
+    Raises:
+        SystemExit: the CSV is missing or not the published table.
+    """
+    try:
+        published = reference.published_cells(pd.read_csv(csv))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"crossover: {csv}: cannot read the published table ({e}); give --published PATH") from e
+    best = tables.best_kpad(published)
+    keep = best["model"].isin(STUDY_MODELS) & best["corpus"].isin([*set(cells["corpus"]), "mix"])
+    return best[keep].sort_values(["model", "corpus"]).reset_index(drop=True)
+
+
 def _interval(r: pd.Series) -> str:
     if pd.isna(r["ci_low"]):
         return f"{r['ratio']:.2f}x (n = {r['n']}: noise unknown)"
@@ -134,10 +195,17 @@ def _interval(r: pd.Series) -> str:
 
 
 def to_markdown(
-    cells: pd.DataFrame, params: dict | None, ahead: pd.DataFrame | None, sources: list[str], left_out: list[str]
+    cells: pd.DataFrame,
+    params: dict | None,
+    ahead: pd.DataFrame | None,
+    sources: list[str],
+    left_out: list[str],
+    extra: tuple[list[str], pd.DataFrame | None] = ([], None),
 ) -> str:
-    """The crossover table: each cell's paired kpad K / nopad K with its interval, beside the step model's
-    prediction, then the forecast of the widened shapes."""
+    """The crossover table: each cell's paired kpad K / nopad K with its interval, FULL share and tokens per
+    request-step, beside the step model's prediction; then the forecast of the widened shapes, and ``extra``: the
+    stand-ins' tokens per request-step against their bases' (:func:`against_base`) and the study's own rows
+    (:func:`published_rows`)."""
     lines = [
         "# Where padding pays: kpad K / nopad K by model size",
         "",
@@ -149,12 +217,14 @@ def to_markdown(
         "(docs/stand-ins.md).",
         "",
         "| model | stand-in for | parameters | GPU | corpus | phase | K | n | measured (95% interval) | favour "
-        "| predicted | fitted on |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | fitted on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in cells.iterrows():
         row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["corpus"]]
         row += [r["phase"], r["k"], r["n"], _interval(r), f"{r['favour']} of {r['n']}"]
+        row += [f"{r['full_share_kpad']:.0%} / {r['full_share_nopad']:.0%}"]
+        row += [f"{r['tokens_per_request_step_kpad']:.2f} / {r['tokens_per_request_step_nopad']:.2f}"]
         row += ["-" if pd.isna(r["predicted"]) else f"{r['predicted']:.2f}x"]
         row += ["yes (in sample)" if r["fitted_on_this"] is True else "no"]
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
@@ -168,6 +238,27 @@ def to_markdown(
             lines.append(
                 f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
                 f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
+            )
+    base_lines, study = extra
+    if base_lines:
+        lines += ["", "A stand-in's tokens per request-step beside its base model's (the same function up to bf16 "
+                  "rounding, so the same drafts and acceptance within that):", "", *base_lines]  # fmt: skip
+    if study is not None and not study.empty:
+        lines += [
+            "",
+            "The study's own rows, for scale (8x B200, vLLM 1.7.dev, one number each; it never ran nopad K, so none "
+            "is a kpad K / nopad K):",
+            "",
+            "| model | corpus | best kpad K of the K-sweep | best kpad K compared | best kpad / suf (K=32) "
+            "| best kpad / van |",
+            "|---|---|---|---|---|---|",
+        ]
+        for _, r in study.iterrows():
+            over = [r[c] for c in ("bestkpad_over_suf", "bestkpad_over_van")]
+            lines.append(
+                f"| {r['model']} | {r['corpus']} | {r['sweep_best_k']} | {r['best_k']} | "
+                + " | ".join("-" if pd.isna(x) else f"{x:.2f}x" for x in over)
+                + " |"
             )
     lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), *(f"- {x}" for x in left_out), ""]
     return "\n".join(lines)
@@ -233,6 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.parquet")
     parser.add_argument("figure_prefix", help="writes FIGURE_PREFIX.png and FIGURE_PREFIX.svg")
     parser.add_argument("runs", nargs="+", help="runs tables (Parquet) of the data sets to set side by side")
+    parser.add_argument("--published", default=PUBLISHED, help=f"the study's published numbers (default {PUBLISHED})")
     args = parser.parse_args(argv)
     for prefix in (args.out_prefix, args.figure_prefix):
         if not Path(prefix).parent.is_dir():
@@ -241,7 +333,8 @@ def main(argv: list[str] | None = None) -> None:
     for line in left_out:
         print(f"crossover: {line}", file=sys.stderr)
     cells, params, ahead = table(runs)
-    Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs, left_out))
+    extra = (against_base(cells, runs), published_rows(args.published, cells))
+    Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs, left_out, extra))
     cells.to_parquet(args.out_prefix + ".parquet", index=False)
     draw(cells, ahead, args.figure_prefix + ".png", args.figure_prefix + ".svg")
     out = f"{args.out_prefix}.{{md,parquet}}, {args.figure_prefix}.{{png,svg}}"

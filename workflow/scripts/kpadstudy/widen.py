@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -421,6 +422,13 @@ def widen(
     (out_dir / "widening.json").write_text(json.dumps(info, indent=2) + "\n")
     log.info("widened %s (k=%d) -> %s: %s", base_dir, k, out_dir, json.dumps(info))
     return info
+
+
+def base_of(stand_in: str | None) -> str | None:
+    """The base model a record's ``stand_in`` text names (:func:`describe` writes "widened <base> (...)"), else
+    None."""
+    match = re.match(r"widened (\S+) \(", stand_in or "")
+    return match.group(1) if match else None
 
 
 def describe(
