@@ -41,7 +41,7 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     )
     assert (row["full_share_kpad"], row["full_share_nopad"]) == (1.0, pytest.approx(0.012789, abs=1e-6))
     assert (
-        "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | sharegpt | sweep | 8 | 3 "
+        "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | 32 | sharegpt | sweep | 8 | 3 "
         "| 0.87x (0.75-1.01) | 0 of 3 | 100% / 1% | 3.37 / 3.36 | 0.97x | no |" in text
     )
     # the study's mix table: Llama-3.1-8B-Instruct bestKpad (K=12) 33,531, suf 27,851, van 8,850 tok/s
@@ -78,13 +78,13 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
     # nopad8's medians on the H100: the 1b stand-in 3.399225, its base in the same lease 3.354782; the 8B stand-in
     # 3.362852 in its own lease
     assert (
-        "- smollm2-wide-1b (NVIDIA H100 80GB HBM3, sharegpt, nopad8): 3.40 tokens per request-step against "
-        "SmolLM2-135M-Instruct's 3.35 (+1.3%)\n" in text
+        "- smollm2-wide-1b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.40 tokens per request-step "
+        "against SmolLM2-135M-Instruct's 3.35 (+1.3%)\n" in text
     )
     assert (
-        "- smollm2-wide-llama-3.1-8b (NVIDIA H100 80GB HBM3, sharegpt, nopad8): 3.36 tokens per request-step against "
-        "SmolLM2-135M-Instruct's 3.35 (+0.2%); the base in another runs table (its prompts and settings may differ)"
-        in text
+        "- smollm2-wide-llama-3.1-8b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.36 tokens per "
+        "request-step against SmolLM2-135M-Instruct's 3.35 (+0.2%); the base in another runs table (its prompts and "
+        "settings may differ)" in text
     )
 
 
@@ -110,7 +110,7 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     cells = str(ROOT / "results/gpu/h200-paired-final-cells.parquet")
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, cells])
-    missing = "['repeat', 'status', 'output_tok_s', 'gpu_name']"
+    missing = "['repeat', 'status', 'output_tok_s', 'gpu_name', 'max_concurrency']"
     assert str(e.value) == f"crossover: {cells} is not a runs table: no {missing} (give a *-runs.parquet)"
 
 
@@ -119,8 +119,18 @@ def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_
     pd.read_parquet(WIDE).to_parquet(copy)  # another lease of the same cell, repeats 1-3 again
     with pytest.raises(SystemExit) as e:
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
-    assert "hold the same run (smollm2-wide-llama-3.1-8b, NVIDIA H100 80GB HBM3, sharegpt, sweep, " in str(e.value)
+    assert "hold the same run (smollm2-wide-llama-3.1-8b, NVIDIA H100 80GB HBM3, 32, sharegpt, sweep, " in str(e.value)
     assert "pool one study's leases with tools/pool_repeats.py first" in str(e.value)
+
+
+def test_the_same_cell_at_another_concurrency_is_its_own_cell(tmp_path):
+    copy = tmp_path / "conc8-runs.parquet"
+    pd.read_parquet(WIDE).assign(max_concurrency=8).to_parquet(copy)  # the same runs, as if at concurrency 8
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
+    cells = pd.read_parquet(tmp_path / "x.parquet")
+    assert list(cells["concurrency"]) == [8, 32]
+    assert cells["ratio"].iloc[0] == cells["ratio"].iloc[1] == pytest.approx(0.8709, abs=1e-4)
+    assert cells["predicted"].iloc[0] == cells["predicted"].iloc[1]  # fitted on the 8B runs themselves here
 
 
 def test_cpu_runs_are_left_out_and_said_so(tmp_path, capsys):

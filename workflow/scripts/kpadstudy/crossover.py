@@ -21,7 +21,8 @@ import pandas as pd
 
 from . import paired, reference, roofline, tables, widen
 
-COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "corpus", "phase", "k", "n", "ratio", "ci_low", "ci_high"]
+COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "concurrency", "corpus", "phase", "k", "n", "ratio"]
+COLUMNS += ["ci_low", "ci_high"]
 COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
 COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
 
@@ -32,7 +33,8 @@ PUBLISHED = "resources/reference/kpad_published.csv"
 
 #: the columns a runs table must have here (``phase`` may be absent: sweep)
 REQUIRED = ["model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s", "gpu_name"]
-RUN_KEY = ["model", "gpu_name", "corpus", "phase", "configuration", "repeat"]
+REQUIRED += ["max_concurrency"]
+RUN_KEY = ["model", "gpu_name", "max_concurrency", "corpus", "phase", "configuration", "repeat"]
 
 
 def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
@@ -87,8 +89,8 @@ def parameters(run: pd.Series) -> float:
 
 
 def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame | None]:
-    """``(cells, params, forecast)``: one row per (model, GPU, corpus, phase, K) with a paired kpad K / nopad K
-    (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes (each with
+    """``(cells, params, forecast)``: one row per (model, GPU, concurrency, corpus, phase, K) with a paired kpad K /
+    nopad K (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes (each with
     ``parameters``), as :func:`kpadstudy.roofline.step_model` gives them.
 
     Raises:
@@ -96,7 +98,7 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     """
     sized = roofline.with_sizes(runs, roofline.known_shapes())
     rows = []
-    for gpu, part in sized.groupby("gpu_name", sort=True):
+    for (gpu, concurrency), part in sized.groupby(["gpu_name", "max_concurrency"], sort=True):
         pairs = paired.paired_table(part)
         pairs = pairs[
             pairs["numerator"].str.fullmatch(r"kpad\d+")
@@ -108,6 +110,7 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
             cell = part[(part["model"] == p["model"]) & (part["corpus"] == p["corpus"]) & (part["phase"] == p["phase"])]
             rows.append(
                 {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
+                | {"concurrency": int(concurrency)}
                 | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
                 | {"k": int(p["numerator"][4:])}
                 | _medians(cell, p["numerator"], p["denominator"])
@@ -121,8 +124,8 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
     if model is not None and not model.empty:
-        keys = ["model", "gpu", "corpus", "phase", "k"]
-        model = model.rename(columns={"gpu_name": "gpu"})
+        keys = ["model", "gpu", "concurrency", "corpus", "phase", "k"]
+        model = model.rename(columns={"gpu_name": "gpu", "max_concurrency": "concurrency"})
         cells = cells.merge(model[[*keys, "predicted", "fitted_on_this"]], on=keys, how="left")
     else:
         cells = cells.assign(predicted=float("nan"), fitted_on_this=False)
@@ -131,7 +134,8 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
         ahead = ahead.assign(
             parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=params["fit_on_gpu"]
         )
-    return cells[COLUMNS].sort_values(["parameters", "gpu", "phase"]).reset_index(drop=True), params, ahead
+    order = ["parameters", "gpu", "concurrency", "phase"]
+    return cells[COLUMNS].sort_values(order).reset_index(drop=True), params, ahead
 
 
 def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
@@ -149,19 +153,23 @@ def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
 
 def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """How close each stand-in's tokens per request-step (nopad K, median) is to its base model's, at the same
-    corpus, phase and K on the same GPU: a widening computes the base's function up to bf16 rounding."""
+    concurrency, corpus, phase and K on the same GPU: a widening computes the base's function up to bf16 rounding."""
     lines = []
     stand_ins = runs.dropna(subset=["stand_in"]) if "stand_in" in runs else runs.iloc[:0]
     bases = {m: widen.base_of(s) for m, s in zip(stand_ins["model"], stand_ins["stand_in"], strict=True) if s}
     for _, r in cells[cells["model"].isin(list(bases))].iterrows():
-        keys = (cells["gpu"] == r["gpu"]) & (cells["corpus"] == r["corpus"]) & (cells["phase"] == r["phase"])
+        keys = (
+            (cells["gpu"] == r["gpu"]) & (cells["concurrency"] == r["concurrency"]) & (cells["corpus"] == r["corpus"])
+        )
+        keys &= cells["phase"] == r["phase"]
         base = cells[keys & (cells["model"] == bases[r["model"]]) & (cells["k"] == r["k"])]
-        what = f"- {r['model']} ({r['gpu']}, {r['corpus']}, nopad{r['k']}): {r['tokens_per_request_step_nopad']:.2f}"
+        where = f"{r['gpu']}, concurrency {r['concurrency']}, {r['corpus']}, nopad{r['k']}"
+        what = f"- {r['model']} ({where}): {r['tokens_per_request_step_nopad']:.2f}"
         if base.empty:
             lines.append(f"{what} tokens per request-step; {bases[r['model']]} has no such cell on this GPU")
             continue
         b = base.iloc[0]["tokens_per_request_step_nopad"]
-        on_gpu = runs[runs["gpu_name"] == r["gpu"]]
+        on_gpu = runs[(runs["gpu_name"] == r["gpu"]) & (runs["max_concurrency"] == r["concurrency"])]
         sources = [set(on_gpu.loc[on_gpu["model"] == m, "source"]) for m in (r["model"], bases[r["model"]])]
         apart = "; the base in another runs table (its prompts and settings may differ)"
         lines.append(
@@ -216,12 +224,13 @@ def to_markdown(
         "model's shape: the large shape's step costs with the small model's acceptance, not that large model "
         "(docs/stand-ins.md).",
         "",
-        "| model | stand-in for | parameters | GPU | corpus | phase | K | n | measured (95% interval) | favour "
-        "| FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | fitted on |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | stand-in for | parameters | GPU | concurrency | corpus | phase | K | n | measured (95% interval) "
+        "| favour | FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | fitted on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in cells.iterrows():
-        row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["corpus"]]
+        row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["concurrency"]]
+        row += [r["corpus"]]
         row += [r["phase"], r["k"], r["n"], _interval(r), f"{r['favour']} of {r['n']}"]
         row += [f"{r['full_share_kpad']:.0%} / {r['full_share_nopad']:.0%}"]
         row += [f"{r['tokens_per_request_step_kpad']:.2f} / {r['tokens_per_request_step_nopad']:.2f}"]
@@ -276,9 +285,9 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
             face = "none" if r["phase"] == "confirm" else f"C{i}"
             ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']}" + (
-                f", {gpu})" if several[r["model"]] > 1 else ")"
-            )
+            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']}"
+            name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
+            name += f", {gpu})" if several[r["model"]] > 1 else ")"
             name += "\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""
             ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
             if pd.notna(r["predicted"]):

@@ -80,6 +80,7 @@ def terms(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "corpus", "configuration", "method", "k", "repeat", "gpu_name", "duration_s", "output_tokens"]
     out = r[cols].copy()
     out["phase"] = r["phase"] if "phase" in r else "sweep"  # a cell's sweep and confirmation are compared apart
+    out["max_concurrency"] = r["max_concurrency"] if "max_concurrency" in r else float("nan")  # a cell's load
     for m in MODES:
         out[f"steps_{m}"] = steps[m][r.index]
     out["positions"] = _num(r, "input_tokens") + out_tok - accepted + _num(r, "spec_draft_tokens")
@@ -132,12 +133,14 @@ def predict(t: pd.DataFrame, params: dict[str, float]) -> pd.Series:
 
 
 def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
-    """kpad K / nopad K per (model, GPU, corpus, phase, K), measured and predicted: ratios of median output tok/s
-    over the valid runs of each (measured: ``output_tokens / duration_s``; predicted: over the predicted durations).
+    """kpad K / nopad K per (model, GPU, concurrency, corpus, phase, K), measured and predicted: ratios of median
+    output tok/s over the valid runs of each (measured: ``output_tokens / duration_s``; predicted: over the predicted
+    durations).
 
     Returns:
-        ``model, gpu_name, corpus, phase, k, n_kpad, n_nopad, measured, predicted, kpad_step_ms, nopad_step_ms``
-        (measured medians per engine step), ``kpad_tokens_per_step``, ``nopad_tokens_per_step``.
+        ``model, gpu_name, max_concurrency, corpus, phase, k, n_kpad, n_nopad, measured, predicted``,
+        ``kpad_step_ms, nopad_step_ms`` (measured medians per engine step), ``kpad_tokens_per_step``,
+        ``nopad_tokens_per_step``.
     """
     t = t.assign(
         tok_s=t["output_tokens"] / t["duration_s"],
@@ -145,8 +148,9 @@ def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
         step_ms=1000.0 * t["duration_s"] / sum(t[f"steps_{m}"] for m in MODES),
     )
     rows = []
-    keys = ["model", "gpu_name", "corpus", "phase", "k"]
-    for (model, gpu, corpus, phase, k), g in t[t["method"].isin(["kpad", "nopad"])].groupby(keys, sort=True):
+    keys = ["model", "gpu_name", "max_concurrency", "corpus", "phase", "k"]
+    spec = t[t["method"].isin(["kpad", "nopad"])]
+    for (model, gpu, concurrency, corpus, phase, k), g in spec.groupby(keys, sort=True, dropna=False):
         kp, np_ = g[g["method"] == "kpad"], g[g["method"] == "nopad"]
         if kp.empty or np_.empty:
             continue
@@ -154,6 +158,7 @@ def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
             {
                 "model": model,
                 "gpu_name": gpu,
+                "max_concurrency": concurrency,
                 "corpus": corpus,
                 "phase": phase,
                 "k": int(k),
