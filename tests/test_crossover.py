@@ -45,8 +45,8 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
         "| 0.87x (0.75-1.01) | 0 of 3 | 100% / 1% | 3.37 / 3.36 | 0.97x | no |" in text
     )
     # the study's mix table: Llama-3.1-8B-Instruct bestKpad (K=12) 33,531, suf 27,851, van 8,850 tok/s
-    assert "| Llama-3.1-8B-Instruct | mix | 12 | 12 | 1.20x | 3.79x |" in text
-    assert "| Qwen2.5-7B-Instruct | mix | 6 | 6 | 0.96x | 1.80x |" in text  # 7,488 / 7,803 and / 4,169
+    assert "| Llama-3.1-8B-Instruct | mix | 12 | 1.20x | 3.79x |" in text
+    assert "| Qwen2.5-7B-Instruct | mix | 6 | 0.96x | 1.80x |" in text  # 7,488 / 7,803 and / 4,169
     assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
@@ -73,8 +73,11 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
     assert one_b_ratio == pytest.approx(math.prod(one) ** (1 / 3), rel=1e-6) == pytest.approx(1.074, abs=1e-3)
     assert (cells.iloc[3]["parameters"], cells.iloc[3]["stand_in_for"]) == (1_217_537_280, "Llama-3.2-1B")
     text = (tmp_path / "x.md").read_text()
-    assert "fitted on the 24 valid runs of SmolLM2-135M-Instruct on NVIDIA H200; every other cell is out" in text
-    assert "the fitted model's widened shapes on NVIDIA H200:" in text
+    assert (
+        "fitted on the 24 valid runs of SmolLM2-135M-Instruct on NVIDIA H200 (in the fit: yes); every other cell is out"
+        in text
+    )
+    assert "the fitted model's widened shapes on NVIDIA H200, from its own runs" in text
     # nopad8's medians on the H100: the 1b stand-in 3.399225, its base in the same lease 3.354782; the 8B stand-in
     # 3.362852 in its own lease
     assert (
@@ -94,7 +97,7 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, auto])
     assert str(e.value) == (
-        f"crossover: no cell of {[auto]} has both kpad K and nopad K runs at one K "
+        f"crossover: no cell of {[auto]} has both kpad K and nopad K runs ok in one repeat "
         "(configurations: ['kpadautou12', 'nopad8'])"
     )
     with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file \(give the runs tables"):
@@ -125,12 +128,55 @@ def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_
 
 def test_the_same_cell_at_another_concurrency_is_its_own_cell(tmp_path):
     copy = tmp_path / "conc8-runs.parquet"
-    pd.read_parquet(WIDE).assign(max_concurrency=8).to_parquet(copy)  # the same runs, as if at concurrency 8
+    runs = pd.read_parquet(WIDE)  # the same numbers, as if measured again at concurrency 8 a day later
+    runs.assign(max_concurrency=8, started_at=runs["started_at"].str.replace("2026-12-05", "2026-12-06")).to_parquet(
+        copy
+    )
     crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
     cells = pd.read_parquet(tmp_path / "x.parquet")
     assert list(cells["concurrency"]) == [8, 32]
     assert cells["ratio"].iloc[0] == cells["ratio"].iloc[1] == pytest.approx(0.8709, abs=1e-4)
     assert cells["predicted"].iloc[0] == cells["predicted"].iloc[1]  # fitted on the 8B runs themselves here
+
+
+def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
+    runs = pd.read_parquet(WIDE)
+    renumbered, no_load = tmp_path / "renumbered-runs.parquet", tmp_path / "no-load-runs.parquet"
+    runs.assign(repeat=runs["repeat"] + 3).to_parquet(renumbered)  # the same lease again as repeats 4-6
+    runs.assign(max_concurrency=float("nan")).to_parquet(no_load)
+    out = [str(tmp_path / "x"), str(tmp_path / "fig")]
+    with pytest.raises(SystemExit) as e:
+        crossover.main([*out, WIDE, str(renumbered)])
+    first = runs.sort_index().iloc[0]
+    assert str(e.value) == (
+        f"crossover: {sorted([WIDE, str(renumbered)])} hold one run twice (smollm2-wide-llama-3.1-8b, NVIDIA H100 "
+        f"80GB HBM3, started {first['started_at']}): give each run once (a pooled table, or its sources, not both)"
+    )
+    with pytest.raises(SystemExit) as e:
+        crossover.main([*out, str(no_load)])
+    assert str(e.value) == (
+        f"crossover: {no_load}: 6 GPU runs have no max_concurrency, so no cell to place them in: remake the table "
+        "from the run records (tools/aggregate_records.py)"
+    )
+    with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet holds no run: leave it out"):
+        runs.iloc[:0].to_parquet(tmp_path / "empty-runs.parquet")
+        crossover.main([*out, str(tmp_path / "empty-runs.parquet")])
+
+
+def test_a_cell_whose_kpad_runs_all_failed_is_listed_not_drawn(tmp_path, capsys):
+    one_b = pd.read_parquet(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    failed = tmp_path / "failed-runs.parquet"
+    kpad = one_b["configuration"] == "kpad8"
+    one_b.assign(status=one_b["status"].where(~kpad, "boot_failed")).to_parquet(failed)
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(failed), WIDE])
+    assert list(pd.read_parquet(tmp_path / "x.parquet")["model"]) == ["smollm2-wide-llama-3.1-8b"]
+    line = (
+        "SmolLM2-135M-Instruct on NVIDIA H100 80GB HBM3, concurrency 32, sharegpt (sweep): kpad8 / nopad8 has no "
+        "repeat with both ok (runs: boot_failed 3, ok 3), left out"
+    )
+    assert f"- {line}" in (tmp_path / "x.md").read_text() and f"crossover: {line}" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"has both kpad K and nopad K runs ok in one repeat .*; SmolLM2-135M"):
+        crossover.main([str(tmp_path / "y"), str(tmp_path / "fig"), str(failed)])
 
 
 def test_cpu_runs_are_left_out_and_said_so(tmp_path, capsys):
@@ -141,3 +187,15 @@ def test_cpu_runs_are_left_out_and_said_so(tmp_path, capsys):
     assert f"crossover: {line}" in capsys.readouterr().err
     assert f"- {line}" in (tmp_path / "x.md").read_text()
     assert list(pd.read_parquet(tmp_path / "x.parquet")["model"]) == ["smollm2-wide-llama-3.1-8b"]
+
+
+def test_a_gpu_without_datasheet_rates_is_measured_not_predicted_and_said_so(tmp_path):
+    a100 = tmp_path / "a100-runs.parquet"
+    pd.read_parquet(WIDE).assign(gpu_name="NVIDIA A100-SXM4-80GB").to_parquet(a100)
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(a100)])
+    cells = pd.read_parquet(tmp_path / "x.parquet")
+    assert cells["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4) and cells["predicted"].isna().all()
+    text = (tmp_path / "x.md").read_text()
+    assert (
+        "No prediction (-) on ['NVIDIA A100-SXM4-80GB']: no datasheet rates for it in kpadstudy.roofline.GPUS." in text
+    )

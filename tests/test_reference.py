@@ -62,3 +62,17 @@ def test_unknown_config_is_refused():
     )
     with pytest.raises(ValueError, match="published config 'eagle' is not one of"):
         reference.published_cells(bad)
+
+
+def test_an_empty_table_or_a_missing_number_is_refused():
+    csv = pd.read_csv(CSV)
+    with pytest.raises(ValueError, match="^the published CSV has no rows$"):
+        reference.published_cells(csv.iloc[:0])
+    holed = csv.assign(output_tok_s=csv["output_tok_s"].astype(object))
+    holed.loc[[0, 5], "output_tok_s"] = "n/a"
+    with pytest.raises(ValueError) as e:
+        reference.published_cells(holed)
+    assert str(e.value) == (
+        "the published CSV has no output_tok_s number in 2 rows: [['Qwen2.5-7B-Instruct', 'sharegpt', 'kpad'], "
+        "['Qwen2.5-7B-Instruct', 'lmsys', 'kpad']]"
+    )

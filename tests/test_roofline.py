@@ -170,6 +170,12 @@ def test_cpu_runs_give_no_fit_and_say_why():
     assert md.endswith(roofline.NO_FIT + "\n")
 
 
+def test_failed_runs_or_a_gpu_without_datasheet_rates_give_no_fit():
+    assert roofline.step_model(pd.DataFrame([run(status="boot_failed")])) == (None, None, None)
+    runs = pd.DataFrame([run(gpu="NVIDIA A100-SXM4-80GB"), run("nopad8", gpu="NVIDIA A100-SXM4-80GB")])
+    assert roofline.step_model(runs) == (None, None, None)
+
+
 def test_fit_on_a_model_without_runs_is_refused():
     with pytest.raises(ValueError) as err:
         roofline.step_model(pd.DataFrame([run()]), fit_on="Llama-3.1-8B")

@@ -43,8 +43,7 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
     Raises:
         SystemExit: naming the file and the fix, for a file given twice, missing or unreadable, one that is not a
-            runs table, and two files that hold the same run key (model, GPU, corpus, phase, configuration, repeat):
-            the repeats of one study's leases go through ``tools/pool_repeats.py`` first, which renumbers them.
+            runs table or holds no run, a GPU run without its concurrency, and runs given twice (:func:`_doubles`).
     """
     if len(set(paths)) < len(paths):
         raise SystemExit(
@@ -52,21 +51,45 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
         )
     frames, left_out = [], []
     for path in paths:
-        if not Path(path).is_file():
-            raise SystemExit(f"crossover: {path}: no such file (give the runs tables, results/gpu/*-runs.parquet)")
-        try:
-            frame = pd.read_parquet(path)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f"crossover: {path}: cannot read a runs table ({e})") from e
-        missing = [c for c in REQUIRED if c not in frame]
-        if missing:
-            raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
-        frame = paired.prepared_runs(frame).assign(source=path)
+        frame = _read_one(path)
         cpu = frame["gpu_name"].isna()
         if cpu.any():
             left_out.append(f"{path}: {int(cpu.sum())} runs on no GPU (CPU: no cudagraphs), left out")
         frames.append(frame[~cpu])
     runs = pd.concat(frames, ignore_index=True)
+    if runs.empty:
+        raise SystemExit(f"crossover: no GPU run in {paths}: give the runs tables of GPU leases")
+    _doubles(runs)
+    return runs, left_out
+
+
+def _read_one(path: str) -> pd.DataFrame:
+    """One runs table, :func:`kpadstudy.paired.prepared_runs`, with its ``source``; refused (naming the file and
+    the fix) when missing, unreadable, no runs table, empty, or with GPU runs of no recorded concurrency."""
+    if not Path(path).is_file():
+        raise SystemExit(f"crossover: {path}: no such file (give the runs tables, results/gpu/*-runs.parquet)")
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"crossover: {path}: cannot read a runs table ({e})") from e
+    missing = [c for c in REQUIRED if c not in frame]
+    if missing:
+        raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
+    if frame.empty:
+        raise SystemExit(f"crossover: {path} holds no run: leave it out")
+    unknown = frame["gpu_name"].notna() & pd.to_numeric(frame["max_concurrency"], errors="coerce").isna()
+    if unknown.any():
+        raise SystemExit(
+            f"crossover: {path}: {int(unknown.sum())} GPU runs have no max_concurrency, so no cell to place them in: "
+            "remake the table from the run records (tools/aggregate_records.py)"
+        )
+    return paired.prepared_runs(frame).assign(source=path)
+
+
+def _doubles(runs: pd.DataFrame) -> None:
+    """Refuse runs given twice: two rows with one run key (:data:`RUN_KEY`; the repeats of one study's leases go
+    through ``tools/pool_repeats.py`` first, which renumbers them), or one run (model, GPU, start time) under two
+    repeat numbers (a table given again under another name, or pooled beside one of its sources)."""
     twice = runs[runs.duplicated(RUN_KEY, keep=False)]
     if not twice.empty:
         first = twice.iloc[0]
@@ -75,7 +98,14 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
             "): pool one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its "
             "runs table"
         )
-    return runs, left_out
+    started = runs.dropna(subset=["started_at"]) if "started_at" in runs else runs.iloc[:0]
+    again = started[started.duplicated(["model", "gpu_name", "started_at"], keep=False)]
+    if not again.empty:
+        first = again.iloc[0]
+        raise SystemExit(
+            f"crossover: {sorted(set(again['source']))} hold one run twice ({first['model']}, {first['gpu_name']}, "
+            f"started {first['started_at']}): give each run once (a pooled table, or its sources, not both)"
+        )
 
 
 def parameters(run: pd.Series) -> float:
@@ -88,38 +118,21 @@ def parameters(run: pd.Series) -> float:
     return float(shape.parameters()) if shape is not None else float("nan")
 
 
-def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame | None]:
-    """``(cells, params, forecast)``: one row per (model, GPU, concurrency, corpus, phase, K) with a paired kpad K /
-    nopad K (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes (each with
-    ``parameters``), as :func:`kpadstudy.roofline.step_model` gives them.
+def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame | None, list[str]]:
+    """``(cells, params, forecast, dropped)``: one row per (model, GPU, concurrency, corpus, phase, K) with a paired
+    kpad K / nopad K (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes
+    (each with ``parameters``), as :func:`kpadstudy.roofline.step_model` gives them, and a line for each cell left
+    out because no repeat had both configurations ``ok``.
 
     Raises:
         SystemExit: no cell has both kpad K and nopad K runs.
     """
-    sized = roofline.with_sizes(runs, roofline.known_shapes())
-    rows = []
-    for (gpu, concurrency), part in sized.groupby(["gpu_name", "max_concurrency"], sort=True):
-        pairs = paired.paired_table(part)
-        pairs = pairs[
-            pairs["numerator"].str.fullmatch(r"kpad\d+")
-            & (pairs["denominator"] == "nopad" + pairs["numerator"].str[4:])
-        ]
-        for _, p in pairs.iterrows():
-            first = part[part["model"] == p["model"]].iloc[0]
-            stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
-            cell = part[(part["model"] == p["model"]) & (part["corpus"] == p["corpus"]) & (part["phase"] == p["phase"])]
-            rows.append(
-                {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
-                | {"concurrency": int(concurrency)}
-                | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
-                | {"k": int(p["numerator"][4:])}
-                | _medians(cell, p["numerator"], p["denominator"])
-            )
+    rows, dropped = _measured(roofline.with_sizes(runs, roofline.known_shapes()))
     if not rows:
         names = sorted(set(runs["configuration"]))
         raise SystemExit(
-            f"crossover: no cell of {sorted(set(runs['source']))} has both kpad K and nopad K runs at one K "
-            f"(configurations: {names})"
+            f"crossover: no cell of {sorted(set(runs['source']))} has both kpad K and nopad K runs ok in one repeat "
+            f"(configurations: {names}){'; ' + '; '.join(dropped) if dropped else ''}"
         )
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
@@ -135,7 +148,38 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
             parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=params["fit_on_gpu"]
         )
     order = ["parameters", "gpu", "concurrency", "phase"]
-    return cells[COLUMNS].sort_values(order).reset_index(drop=True), params, ahead
+    return cells[COLUMNS].sort_values(order).reset_index(drop=True), params, ahead, dropped
+
+
+def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """The paired kpad K / nopad K of every (GPU, concurrency, model, corpus, phase, K) that ran both, and a line for
+    each such cell without a repeat where both were ``ok`` (a failed run is no data point)."""
+    rows, dropped = [], []
+    for (gpu, concurrency), part in sized.groupby(["gpu_name", "max_concurrency"], sort=True):
+        pairs = paired.paired_table(part)
+        pairs = pairs[
+            pairs["numerator"].str.fullmatch(r"kpad\d+")
+            & (pairs["denominator"] == "nopad" + pairs["numerator"].str[4:])
+        ]
+        for _, p in pairs.iterrows():
+            cell = part[(part["model"] == p["model"]) & (part["corpus"] == p["corpus"]) & (part["phase"] == p["phase"])]
+            if p["n"] == 0:
+                statuses = ", ".join(f"{k} {v}" for k, v in sorted(cell["status"].value_counts().items()))
+                dropped.append(
+                    f"{p['model']} on {gpu}, concurrency {int(concurrency)}, {p['corpus']} ({p['phase']}): "
+                    f"{p['numerator']} / {p['denominator']} has no repeat with both ok (runs: {statuses}), left out"
+                )
+                continue
+            first = cell.iloc[0]
+            stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
+            rows.append(
+                {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
+                | {"concurrency": int(concurrency)}
+                | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
+                | {"k": int(p["numerator"][4:])}
+                | _medians(cell, p["numerator"], p["denominator"])
+            )
+    return rows, dropped
 
 
 def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
@@ -189,7 +233,7 @@ def published_rows(csv: str, cells: pd.DataFrame) -> pd.DataFrame:
     """
     try:
         published = reference.published_cells(pd.read_csv(csv))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"crossover: {csv}: cannot read the published table ({e}); give --published PATH") from e
     best = tables.best_kpad(published)
     keep = best["model"].isin(STUDY_MODELS) & best["corpus"].isin([*set(cells["corpus"]), "mix"])
@@ -220,12 +264,27 @@ def to_markdown(
         "Measured: within-repeat ratios of output tok/s, geometric mean, 95% t-interval (kpadstudy/paired.py). "
         "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
         + (f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}" if params else "no run")
-        + "; every other cell is out of sample. A stand-in is a small model widened to a large "
+        + " (in the fit: yes); every other cell is out of sample. A stand-in is a small model widened to a large "
         "model's shape: the large shape's step costs with the small model's acceptance, not that large model "
-        "(docs/stand-ins.md).",
+        "(docs/stand-ins.md). SmolLM2-135M-Instruct is the real model, in bf16 from its Q4_1 GGUF.",
         "",
+        *_cell_lines(cells),
+        *_forecast_lines(ahead),
+    ]
+    base_lines, study = extra
+    if base_lines:
+        lines += ["", "A stand-in's tokens per request-step beside its base model's (the same function up to bf16 "
+                  "rounding, so the same drafts and acceptance within that):", "", *base_lines]  # fmt: skip
+    lines += _study_lines(study)
+    lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), *(f"- {x}" for x in left_out), ""]
+    return "\n".join(lines)
+
+
+def _cell_lines(cells: pd.DataFrame) -> list[str]:
+    """The measured cells' table, what each stand-in's shape is, and why a cell has no prediction."""
+    lines = [
         "| model | stand-in for | parameters | GPU | concurrency | corpus | phase | K | n | measured (95% interval) "
-        "| favour | FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | fitted on |",
+        "| favour | FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | in the fit |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in cells.iterrows():
@@ -235,49 +294,67 @@ def to_markdown(
         row += [f"{r['full_share_kpad']:.0%} / {r['full_share_nopad']:.0%}"]
         row += [f"{r['tokens_per_request_step_kpad']:.2f} / {r['tokens_per_request_step_nopad']:.2f}"]
         row += ["-" if pd.isna(r["predicted"]) else f"{r['predicted']:.2f}x"]
-        row += ["yes (in sample)" if r["fitted_on_this"] is True else "no"]
+        row += ["yes" if r["fitted_on_this"] is True else "no"]
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
-    if ahead is not None and not ahead.empty:
-        lines += ["", f"Forecast, not a measurement: the fitted model's widened shapes on {ahead['gpu'].iloc[0]}:", ""]
-        lines += [
-            "| shape | parameters | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for _, r in ahead.iterrows():
-            lines.append(
-                f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
-                f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
-            )
-    base_lines, study = extra
-    if base_lines:
-        lines += ["", "A stand-in's tokens per request-step beside its base model's (the same function up to bf16 "
-                  "rounding, so the same drafts and acceptance within that):", "", *base_lines]  # fmt: skip
-    if study is not None and not study.empty:
-        lines += [
-            "",
-            "The study's own rows, for scale (8x B200, vLLM 1.7.dev, one number each; it never ran nopad K, so none "
-            "is a kpad K / nopad K):",
-            "",
-            "| model | corpus | best kpad K of the K-sweep | best kpad K compared | best kpad / suf (K=32) "
-            "| best kpad / van |",
-            "|---|---|---|---|---|---|",
-        ]
-        for _, r in study.iterrows():
-            over = [r[c] for c in ("bestkpad_over_suf", "bestkpad_over_van")]
-            lines.append(
-                f"| {r['model']} | {r['corpus']} | {r['sweep_best_k']} | {r['best_k']} | "
-                + " | ".join("-" if pd.isna(x) else f"{x:.2f}x" for x in over)
-                + " |"
-            )
-    lines += ["", "Runs tables read:", "", *(f"- `{s}`" for s in sources), *(f"- {x}" for x in left_out), ""]
-    return "\n".join(lines)
+    likes = set(cells["stand_in_for"])
+    shapes = [
+        f"- {name}, for {spec['like']}: {spec['note']}." for name, spec in widen.SHAPES.items() if spec["like"] in likes
+    ]
+    if shapes:
+        lines += ["", "What each stand-in's shape is (kpadstudy/widen.py):", "", *shapes]
+    unrated = sorted(set(cells.loc[cells["predicted"].isna(), "gpu"]) - set(roofline.GPUS))
+    if unrated:
+        lines += ["", f"No prediction (-) on {unrated}: no datasheet rates for it in kpadstudy.roofline.GPUS."]
+    return lines
+
+
+def _forecast_lines(ahead: pd.DataFrame | None) -> list[str]:
+    """The forecast of the widened shapes, at the stand-ins' sizes and at the real models'."""
+    if ahead is None or ahead.empty:
+        return []
+    lines = [
+        "",
+        f"Forecast, not a measurement: the fitted model's widened shapes on {ahead['gpu'].iloc[0]}, from its own "
+        'runs (the same drafts and acceptance in the same steps, the shape\'s bytes and FLOPs); "at its sizes": the '
+        "same at the bytes and FLOPs of the real model the shape stands in for (its vocabulary, heads and layers), "
+        "the step model's size of the stand-in's bias:",
+        "",
+        "| shape | parameters | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in ahead.iterrows():
+        lines.append(
+            f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
+            f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
+        )
+    return lines
+
+
+def _study_lines(study: pd.DataFrame | None) -> list[str]:
+    """The study's own rows (:func:`published_rows`)."""
+    if study is None or study.empty:
+        return []
+    lines = [
+        "",
+        "The study's own rows, for scale (8x B200, vLLM 1.7.dev, one number each; it never ran nopad K, so none is a "
+        "kpad K / nopad K). Best kpad: the K-sweep's best K; on the mix the separately measured bestKpad of its mix "
+        "table (its K in brackets where it differs from the sweep's):",
+        "",
+        "| model | corpus | best kpad K | best kpad / suf (K=32) | best kpad / van |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in study.iterrows():
+        k = f"{r['best_k']}" + (f" (sweep {r['sweep_best_k']})" if r["best_k"] != r["sweep_best_k"] else "")
+        over = ["-" if pd.isna(r[c]) else f"{r[c]:.2f}x" for c in ("bestkpad_over_suf", "bestkpad_over_van")]
+        lines.append(f"| {r['model']} | {r['corpus']} | {k} | {over[0]} | {over[1]} |")
+    return lines
 
 
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
     """Each measured cell with its interval, one colour per GPU (hollow: a confirmation phase), its prediction as a
-    black cross; a model measured on several GPUs is drawn a little apart per GPU and names it."""
+    black mark (+ in the fit, x out of sample); a model measured on several GPUs is drawn a little apart per GPU and
+    names it."""
     several = cells.groupby("model")["gpu"].nunique()
-    hollow = (cells["phase"] == "confirm").any()
     for i, (gpu, part) in enumerate(cells.groupby("gpu", sort=True)):
         for _, r in part.iterrows():
             low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
@@ -285,15 +362,20 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
             face = "none" if r["phase"] == "confirm" else f"C{i}"
             ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']} ({r['phase']}, K={r['k']}, n={r['n']}"
+            name = f"{r['model']}\n{r['phase']}, K={r['k']}, n={r['n']}"
             name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
-            name += f", {gpu})" if several[r["model"]] > 1 else ")"
+            name += f", {gpu}" if several[r["model"]] > 1 else ""
             name += "\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""
             ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
             if pd.notna(r["predicted"]):
-                ax.plot(x, r["predicted"], marker="x", color="black", linestyle="none")
-        ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu}" + (" (hollow: confirmation)" if hollow else ""))
-    ax.plot([], [], "x", color="black", linestyle="none", label="step model, same cell")
+                mark = "+" if r["fitted_on_this"] is True else "x"
+                ax.plot(x, r["predicted"], marker=mark, color="black", linestyle="none")
+        hollow = " (hollow: confirmation)" if (part["phase"] == "confirm").any() else ""
+        ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu}{hollow}")
+    fitted = cells["fitted_on_this"] == True  # noqa: E712 - a column of True / False / None
+    for mark, label, shown in (("+", "in the fit", fitted.any()), ("x", "out of sample", (~fitted).any())):
+        if shown:
+            ax.plot([], [], mark, color="black", linestyle="none", label=f"step model, same cell ({label})")
 
 
 def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) -> None:
@@ -312,14 +394,16 @@ def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) ->
         label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
         ax.plot(line["parameters"], line["predicted"], "d--", color="grey", lw=1, markersize=4, label=label)
         for _, r in line.iterrows():
-            ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(0, 5),
-                        textcoords="offset points", ha="center")  # fmt: skip
+            ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(-5, 4),
+                        textcoords="offset points", ha="right")  # fmt: skip
         xs = pd.concat([xs, line["parameters"]])
     ax.axhline(1, color="black", lw=0.6)
     ax.set_xscale("log")
     ax.set_xlim(xs.min() / 2, xs.max() * 3)
     ax.set(xlabel="model parameters", ylabel="kpad K / nopad K (output tok/s)")
-    ax.set_title("Where padding pays: above 1, kpad beats unpadded suffix decoding", fontsize=9)
+    setting = f"{', '.join(sorted(set(cells['corpus'])))}; concurrency "
+    setting += ", ".join(str(c) for c in sorted(set(cells["concurrency"])))
+    ax.set_title(f"Where padding pays: above 1, kpad beats unpadded suffix decoding\n{setting}", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(png, dpi=150)
@@ -339,9 +423,10 @@ def main(argv: list[str] | None = None) -> None:
         if not Path(prefix).parent.is_dir():
             raise SystemExit(f"crossover: {Path(prefix).parent} does not exist: make the folder first")
     runs, left_out = read_runs(args.runs)
+    cells, params, ahead, dropped = table(runs)
+    left_out += dropped
     for line in left_out:
         print(f"crossover: {line}", file=sys.stderr)
-    cells, params, ahead = table(runs)
     extra = (against_base(cells, runs), published_rows(args.published, cells))
     Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs, left_out, extra))
     cells.to_parquet(args.out_prefix + ".parquet", index=False)

@@ -56,6 +56,12 @@ def published_cells(csv: pd.DataFrame) -> pd.DataFrame:
     missing = CSV_COLUMNS - set(csv.columns)
     if missing:
         raise ValueError(f"the published CSV lacks columns {sorted(missing)}")
+    if csv.empty:
+        raise ValueError("the published CSV has no rows")
+    blank = pd.to_numeric(csv["output_tok_s"], errors="coerce").isna()
+    if blank.any():
+        rows = csv.loc[blank, ["model", "corpus", "config"]].values.tolist()
+        raise ValueError(f"the published CSV has no output_tok_s number in {int(blank.sum())} rows: {rows[:3]}")
     rows = []
     for r in csv.itertuples(index=False):
         method, pad = METHODS.get(r.config, (None, None))

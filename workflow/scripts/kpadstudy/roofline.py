@@ -75,6 +75,8 @@ def terms(runs: pd.DataFrame) -> pd.DataFrame:
     known_gpu = runs["gpu_name"].isin(list(GPUS)) if "gpu_name" in runs else False
     keep = (runs["status"] == "ok") & (total_steps > 0) & runs.reindex(columns=SIZE_COLUMNS).notna().all(axis=1)
     r = runs[keep & known_gpu]
+    if r.empty:  # nothing to size (failed runs, CPU, GPUs without datasheet rates): no terms, no fit
+        return pd.DataFrame()
     done = _num(r, "completed").replace(0, np.nan)
     out_tok, accepted = _num(r, "output_tokens"), _num(r, "spec_accepted_tokens")
     cols = ["model", "corpus", "configuration", "method", "k", "repeat", "gpu_name", "duration_s", "output_tokens"]
