@@ -190,12 +190,10 @@ def test_cpu_runs_are_left_out_and_said_so(tmp_path, capsys):
 
 
 def test_a_gpu_without_datasheet_rates_is_measured_not_predicted_and_said_so(tmp_path):
-    a100 = tmp_path / "a100-runs.parquet"
-    pd.read_parquet(WIDE).assign(gpu_name="NVIDIA A100-SXM4-80GB").to_parquet(a100)
-    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(a100)])
+    l40s = tmp_path / "l40s-runs.parquet"
+    pd.read_parquet(WIDE).assign(gpu_name="NVIDIA L40S").to_parquet(l40s)
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(l40s)])
     cells = pd.read_parquet(tmp_path / "x.parquet")
     assert cells["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4) and cells["predicted"].isna().all()
     text = (tmp_path / "x.md").read_text()
-    assert (
-        "No prediction (-) on ['NVIDIA A100-SXM4-80GB']: no datasheet rates for it in kpadstudy.roofline.GPUS." in text
-    )
+    assert "No prediction (-) on ['NVIDIA L40S']: no datasheet rates for it in kpadstudy.roofline.GPUS." in text

@@ -172,7 +172,7 @@ def test_cpu_runs_give_no_fit_and_say_why():
 
 def test_failed_runs_or_a_gpu_without_datasheet_rates_give_no_fit():
     assert roofline.step_model(pd.DataFrame([run(status="boot_failed")])) == (None, None, None)
-    runs = pd.DataFrame([run(gpu="NVIDIA A100-SXM4-80GB"), run("nopad8", gpu="NVIDIA A100-SXM4-80GB")])
+    runs = pd.DataFrame([run(gpu="NVIDIA L40S"), run("nopad8", gpu="NVIDIA L40S")])
     assert roofline.step_model(runs) == (None, None, None)
 
 

@@ -38,6 +38,21 @@ GPUS: dict[str, dict[str, Any]] = {
         "peak_flops": 989.5e12,
         "source": "NVIDIA H100 datasheet (SXM): HBM3 3.35 TB/s; BF16 1,979 TFLOPS with sparsity, half dense",
     },
+    "NVIDIA H100 PCIe": {
+        "bandwidth": 2.0e12,
+        "peak_flops": 756.5e12,
+        "source": "NVIDIA H100 datasheet (PCIe): HBM2e 2 TB/s; BF16 1,513 TFLOPS with sparsity, half dense",
+    },
+    "NVIDIA A100-SXM4-80GB": {
+        "bandwidth": 2.039e12,
+        "peak_flops": 312e12,
+        "source": "NVIDIA A100 datasheet (80GB SXM): HBM2e 2,039 GB/s; BF16 312 TFLOPS dense",
+    },
+    "NVIDIA A100-SXM4-40GB": {
+        "bandwidth": 1.555e12,
+        "peak_flops": 312e12,
+        "source": "NVIDIA A100 datasheet (40GB SXM): HBM2 1,555 GB/s; BF16 312 TFLOPS dense",
+    },
     "NVIDIA B200": {
         "bandwidth": 8.0e12,
         "peak_flops": 2.25e15,
