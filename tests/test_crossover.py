@@ -98,7 +98,19 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
         crossover.main([*out, auto])
     assert str(e.value) == (
         f"crossover: no cell of {[auto]} has both kpad K and nopad K runs ok in one repeat "
-        "(configurations: ['kpadautou12', 'nopad8'])"
+        "(configurations: ['kpadautou12', 'nopad8']); smollm2-wide-llama-3.1-8b on NVIDIA H100 80GB HBM3, concurrency "
+        "32, sharegpt (sweep): nopad8 without the other method at the same K, left out: give runs tables where both "
+        "ran ok"
+    )
+    one_b = pd.read_parquet(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    kpad12 = one_b["configuration"] == "kpad8"  # the same runs, as if padded to 12
+    one_b.assign(
+        configuration=one_b["configuration"].where(~kpad12, "kpad12"), k=one_b["k"].where(~kpad12, 12)
+    ).to_parquet(tmp_path / "k12-runs.parquet")
+    crossover.main([*out, str(tmp_path / "k12-runs.parquet"), WIDE])
+    text = (tmp_path / "x.md").read_text()
+    assert (
+        "- smollm2-wide-1b on NVIDIA H100 80GB HBM3, concurrency 32, sharegpt (sweep): kpad12, nopad8 without " in text
     )
     with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file \(give the runs tables"):
         crossover.main([*out, "nowhere.parquet"])
@@ -155,9 +167,25 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, str(no_load)])
     assert str(e.value) == (
-        f"crossover: {no_load}: 6 GPU runs have no max_concurrency, so no cell to place them in: remake the table "
-        "from the run records (tools/aggregate_records.py)"
+        f"crossover: {no_load}: 6 runs on a GPU have no whole max_concurrency: remake the table from the run records "
+        "(tools/aggregate_records.py)"
     )
+    bad = {
+        "phase": (runs.assign(phase=["sweep", "SWEEP", "", "sweep", "sweep", "sweep"]), "2 runs have a phase other"),
+        "repeat": (runs.assign(repeat=[f"r{r}" for r in runs["repeat"]]), "6 runs have no whole repeat number"),
+        "rate": (runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 0, float("inf"))), "1 runs are ok"),
+        "load": (runs.assign(max_concurrency=runs["max_concurrency"] + 0.5), "6 runs on a GPU have no whole"),
+    }
+    for name, (frame, says) in bad.items():
+        frame.to_parquet(tmp_path / f"{name}-runs.parquet")
+        with pytest.raises(SystemExit, match=f"crossover: .*{name}-runs.parquet: {says}"):
+            crossover.main([*out, str(tmp_path / f"{name}-runs.parquet")])
+    as_text = tmp_path / "text-runs.parquet"  # numbers stored as text are read as numbers
+    runs.assign(max_concurrency=runs["max_concurrency"].astype(str), repeat=runs["repeat"].astype(str)).to_parquet(
+        as_text
+    )
+    crossover.main([str(tmp_path / "t"), str(tmp_path / "fig"), str(as_text)])
+    assert pd.read_parquet(tmp_path / "t.parquet")["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4)
     with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet holds no run: leave it out"):
         runs.iloc[:0].to_parquet(tmp_path / "empty-runs.parquet")
         crossover.main([*out, str(tmp_path / "empty-runs.parquet")])

@@ -64,26 +64,46 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _read_one(path: str) -> pd.DataFrame:
-    """One runs table, :func:`kpadstudy.paired.prepared_runs`, with its ``source``; refused (naming the file and
-    the fix) when missing, unreadable, no runs table, empty, or with GPU runs of no recorded concurrency."""
+    """One runs table, :func:`kpadstudy.paired.prepared_runs`, with its ``source``, its concurrency and repeat as
+    integers; refused (naming the file and the fix) when missing, unreadable, no runs table, empty, or holding runs
+    :func:`_unplaceable` names."""
     if not Path(path).is_file():
         raise SystemExit(f"crossover: {path}: no such file (give the runs tables, results/gpu/*-runs.parquet)")
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError) as e:
-        raise SystemExit(f"crossover: {path}: cannot read a runs table ({e})") from e
+        raise SystemExit(f"crossover: {path}: cannot read a runs table ({str(e).splitlines()[0]})") from e
     missing = [c for c in REQUIRED if c not in frame]
     if missing:
         raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
     if frame.empty:
         raise SystemExit(f"crossover: {path} holds no run: leave it out")
-    unknown = frame["gpu_name"].notna() & pd.to_numeric(frame["max_concurrency"], errors="coerce").isna()
-    if unknown.any():
-        raise SystemExit(
-            f"crossover: {path}: {int(unknown.sum())} GPU runs have no max_concurrency, so no cell to place them in: "
-            "remake the table from the run records (tools/aggregate_records.py)"
-        )
-    return paired.prepared_runs(frame).assign(source=path)
+    frame = paired.prepared_runs(frame)
+    for what, mask in _unplaceable(frame).items():
+        if mask.any():
+            raise SystemExit(
+                f"crossover: {path}: {int(mask.sum())} runs {what}: remake the table from the run records "
+                "(tools/aggregate_records.py)"
+            )
+    numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in ("max_concurrency", "repeat")}
+    return frame.assign(**{c: v.astype("Int64") for c, v in numbers.items()}, source=path)
+
+
+def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
+    """The runs of a :func:`kpadstudy.paired.prepared_runs` table that no cell can take, by what is wrong."""
+    gpu = frame["gpu_name"].notna()
+    concurrency = pd.to_numeric(frame["max_concurrency"], errors="coerce")
+    repeat = pd.to_numeric(frame["repeat"], errors="coerce")
+    rate = frame["output_tok_s"]
+    cuda = frame["device"].eq("cuda") if "device" in frame else pd.Series(False, frame.index)
+    return {
+        "ran on cuda but name no GPU (gpu_name)": cuda & ~gpu,
+        "on a GPU have no whole max_concurrency": gpu & ~(concurrency > 0) | gpu & (concurrency % 1 != 0),
+        "have no whole repeat number": ~(repeat > 0) | (repeat % 1 != 0),
+        "have a phase other than sweep or confirm": ~frame["phase"].isin(["sweep", "confirm"]),
+        "are ok without a positive, finite output_tok_s": frame["status"].eq("ok")
+        & ~rate.between(0, float("inf"), "neither"),
+    }
 
 
 def _doubles(runs: pd.DataFrame) -> None:
@@ -132,7 +152,8 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
         names = sorted(set(runs["configuration"]))
         raise SystemExit(
             f"crossover: no cell of {sorted(set(runs['source']))} has both kpad K and nopad K runs ok in one repeat "
-            f"(configurations: {names}){'; ' + '; '.join(dropped) if dropped else ''}"
+            f"(configurations: {names}){'; ' + '; '.join(dropped) if dropped else ''}: give runs tables where both "
+            "ran ok"
         )
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
@@ -179,7 +200,23 @@ def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
                 | {"k": int(p["numerator"][4:])}
                 | _medians(cell, p["numerator"], p["denominator"])
             )
+        dropped += _unpaired(part, gpu, int(concurrency))
     return rows, dropped
+
+
+def _unpaired(part: pd.DataFrame, gpu: str, concurrency: int) -> list[str]:
+    """A line for each kpad K or nopad K of one GPU and concurrency that has no run of the other at its K."""
+    lines = []
+    spec = part[part["method"].isin(["kpad", "nopad"])]
+    for (model, corpus, phase), cell in spec.groupby(["model", "corpus", "phase"], sort=True):
+        ks = {m: set(cell.loc[cell["method"] == m, "k"].astype(int)) for m in ("kpad", "nopad")}
+        alone = sorted(f"{m}{k}" for m, other in (("kpad", "nopad"), ("nopad", "kpad")) for k in ks[m] - ks[other])
+        if alone:
+            lines.append(
+                f"{model} on {gpu}, concurrency {concurrency}, {corpus} ({phase}): {', '.join(alone)} without the "
+                "other method at the same K, left out"
+            )
+    return lines
 
 
 def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
@@ -263,8 +300,13 @@ def to_markdown(
         "",
         "Measured: within-repeat ratios of output tok/s, geometric mean, 95% t-interval (kpadstudy/paired.py). "
         "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
-        + (f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}" if params else "no run")
-        + " (in the fit: yes); every other cell is out of sample. A stand-in is a small model widened to a large "
+        + (
+            f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']} (in the fit: yes); "
+            "every other cell is out of sample."
+            if params
+            else "no run (no cell has a prediction)."
+        )
+        + " A stand-in is a small model widened to a large "
         "model's shape: the large shape's step costs with the small model's acceptance, not that large model "
         "(docs/stand-ins.md). SmolLM2-135M-Instruct is the real model, in bf16 from its Q4_1 GGUF.",
         "",
