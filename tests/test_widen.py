@@ -132,6 +132,8 @@ def test_head_map_places_each_base_head_beside_its_kv_head():
 NAMED = {
     # 30 x (2304*2048*2 + 2304*512*2 + 3*2304*3072 + 2*2304) + 2304 + 2*49152*2304
     "1b": 30 * 33_034_752 + 2304 + 226_492_416,
+    # 30 x (4608*4096*2 + 4608*1024*2 + 3*4608*3072 + 2*4608) + 4608 + 2*49152*4608
+    "3b": 30 * 89_662_464 + 4608 + 452_984_832,
     # 32 x (4608*4096*2 + 4608*1024*2 + 3*4608*14336 + 2*4608) + 4608 + 2*49152*4608
     "llama-3.1-8b": 32 * 245_376_000 + 4608 + 452_984_832,
     # 64 x (4608*4096*2 + 4608*1024*2 + 3*4608*27648 + 2*4608) + 4608 + 2*49152*4608
@@ -152,9 +154,12 @@ def test_named_shapes_count_their_parameters(smol_model, name):
 
 
 def test_the_real_models_count_as_published():
-    """Llama-3.1-8B 8.03 B, Llama-3.2-1B 1.24 B, Qwen2.5-7B 7.62 B (with q / k / v biases), Qwen2.5-32B 32.8 B."""
+    """Llama-3.1-8B 8.03 B, Llama-3.2-1B 1.24 B, Llama-3.2-3B 3.21 B, Qwen2.5-7B 7.62 B (with q / k / v biases),
+    Qwen2.5-32B 32.8 B."""
     assert REAL["Llama-3.1-8B"].parameters() == 8_030_261_248
     assert REAL["Llama-3.2-1B"].parameters() == 1_235_814_400
+    # 28 x (3072*3072*2 + 3072*1024*2 + 3*3072*8192 + 2*3072) + 3072 + 128256*3072 (tied): 3.21 B
+    assert REAL["Llama-3.2-3B"].parameters() == 28 * 100_669_440 + 3072 + 394_002_432 == 3_212_749_824
     assert REAL["Qwen2.5-7B"].parameters() == 7_615_616_512
     assert REAL["Qwen2.5-32B"].parameters() == 32_763_876_352
     assert REAL["Llama-3.1-8B"].kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2 == 131_072
@@ -191,7 +196,11 @@ TINY = Shape(96, 6, 2, 16, 128, 2, 256)
             "num_key_value_heads 3 cannot hold the base's 2 KV heads of 3 query heads each at 2 query heads per KV "
             "head; take at least 4 KV heads",
         ),
-        (SMOL, "llama-3.1-70b", "shape 'llama-3.1-70b' unknown; use one of ['1b', 'llama-3.1-8b', 'qwen2.5-32b']"),
+        (
+            SMOL,
+            "llama-3.1-70b",
+            "shape 'llama-3.1-70b' unknown; use one of ['1b', '3b', 'llama-3.1-8b', 'qwen2.5-32b']",
+        ),
     ],
 )
 def test_a_shape_the_widening_cannot_keep_exact_is_refused(base, shape, message):

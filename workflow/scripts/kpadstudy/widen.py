@@ -126,6 +126,7 @@ SMOLLM2_135M = Shape(576, 9, 3, 64, 1536, 30, 49152, tie_word_embeddings=True)
 # The real models the named shapes stand in for, from their config.json on the Hub.
 REAL = {
     "Llama-3.2-1B": Shape(2048, 32, 8, 64, 8192, 16, 128256, tie_word_embeddings=True),
+    "Llama-3.2-3B": Shape(3072, 24, 8, 128, 8192, 28, 128256, tie_word_embeddings=True),
     "Llama-3.1-8B": Shape(4096, 32, 8, 128, 14336, 32, 128256),
     "Qwen2.5-7B": Shape(3584, 28, 4, 128, 18944, 28, 152064, qkv_bias=True),
     "Qwen2.5-32B": Shape(5120, 40, 8, 128, 27648, 64, 152064, qkv_bias=True),
@@ -141,6 +142,17 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_hidden_layers": 30,
         "note": "Llama-3.2-1B's heads (32 / 8 of 64) and about its parameter count; 30 layers (the base's, "
         "Llama-3.2-1B has 16) with a narrower MLP (3,072, Llama-3.2-1B 8,192), so its KV bytes per token are 1.9x",
+    },
+    "3b": {
+        "like": "Llama-3.2-3B",
+        "hidden_size": 4608,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 16,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 30,
+        "note": "Llama-3.2-3B's KV width (1,024) and about its parameter count; 30 layers (the base's, Llama-3.2-3B "
+        "has 28), hidden 4,608 (Llama's 3,072) with a narrower MLP (3,072, Llama's 8,192), heads of 64 (Llama's 128): "
+        "the crossover's point between the 1b and 8B shapes",
     },
     "llama-3.1-8b": {
         "like": "Llama-3.1-8B",
