@@ -112,7 +112,7 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     assert (
         "- smollm2-wide-1b on NVIDIA H100 80GB HBM3, concurrency 32, sharegpt (sweep): kpad12, nopad8 without " in text
     )
-    with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file \(give the runs tables"):
+    with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file; give a runs table \(results/"):
         crossover.main([*out, "nowhere.parquet"])
     with pytest.raises(SystemExit, match="crossover: .*/missing does not exist: make the folder first"):
         crossover.main([str(tmp_path / "missing" / "x"), str(tmp_path / "fig"), WIDE])
@@ -126,7 +126,7 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, cells])
     missing = "['repeat', 'status', 'output_tok_s', 'gpu_name', 'max_concurrency']"
-    assert str(e.value) == f"crossover: {cells} is not a runs table: no {missing} (give a *-runs.parquet)"
+    assert str(e.value) == f"crossover: {cells}: lacks the run columns {missing}; give a runs table (a *-runs.parquet)"
 
 
 def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_path):
@@ -172,8 +172,11 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     )
     bad = {
         "phase": (runs.assign(phase=["sweep", "SWEEP", "", "sweep", "sweep", "sweep"]), "2 runs have a phase other"),
-        "repeat": (runs.assign(repeat=[f"r{r}" for r in runs["repeat"]]), "6 runs have no whole repeat number"),
-        "rate": (runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 0, float("inf"))), "1 runs are ok"),
+        "repeat": (runs.assign(repeat=[f"r{r}" for r in runs["repeat"]]), "6 runs have no whole repeat"),
+        "rate": (
+            runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 0, float("inf"))),
+            "1 ok runs have no positive",
+        ),
         "load": (runs.assign(max_concurrency=runs["max_concurrency"] + 0.5), "6 runs on a GPU have no whole"),
     }
     for name, (frame, says) in bad.items():
@@ -186,7 +189,7 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     )
     crossover.main([str(tmp_path / "t"), str(tmp_path / "fig"), str(as_text)])
     assert pd.read_parquet(tmp_path / "t.parquet")["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4)
-    with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet holds no run: leave it out"):
+    with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet: holds no run; leave it out"):
         runs.iloc[:0].to_parquet(tmp_path / "empty-runs.parquet")
         crossover.main([*out, str(tmp_path / "empty-runs.parquet")])
 

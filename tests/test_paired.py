@@ -206,3 +206,29 @@ def test_confirmation_vs_sweep_below_three_repeats_says_which_phase_is_short():
     assert (
         "| m | c | kpad8 / van | 1.27x (n = 3) | 1.25x (n = 2) | 0.99 (no interval: sweep n = 3, confirmation n = 2) |"
     ) in md
+
+
+def test_a_runs_table_is_read_once_for_every_tool_and_what_it_would_drop_is_refused(tmp_path):
+    path = tmp_path / "a-runs.parquet"
+    table = runs({"kpad8": [130.0, None, 156.0], "nopad8": [100.0, 110.0, 120.0]}).drop(columns="phase")
+    table.assign(repeat=table["repeat"].astype(str)).to_parquet(path)
+    read = paired.read_runs_table(str(path), ["model", "repeat", "status", "output_tok_s"])
+    assert list(read["repeat"]) == [1, 1, 2, 2, 3, 3] and set(read["phase"]) == {"sweep"}
+    assert read.loc[2, "status"] == "invalid" and math.isnan(read.loc[2, "output_tok_s"])  # kept, not a rate
+    stalled = table.assign(output_tok_s=table["output_tok_s"].where(table.index != 1, 0.0))
+    refused = {
+        "zero": (table.assign(repeat=table["repeat"] - 1), "2 runs have no whole repeat number >= 1 (first: row 0,"),
+        "stall": (stalled, "1 ok runs have no positive, finite output tok/s (first: nopad8 r1, 0.0): not a measured"),
+        "unrated": (table.assign(status="ok"), "1 ok runs have no positive, finite output tok/s (first: kpad8 r2, nan"),
+        "empty": (table.iloc[:0], "holds no run; leave it out"),
+    }
+    for name, (frame, says) in refused.items():
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+        with pytest.raises(ValueError) as err:
+            paired.read_runs_table(str(tmp_path / f"{name}.parquet"), ["model"])
+        assert str(err.value).startswith(f"{tmp_path / name}.parquet: {says}")
+    with pytest.raises(ValueError, match=r"a-runs.parquet: lacks the run columns \['gpu_name'\]; give a runs table"):
+        paired.read_runs_table(str(path), ["model", "gpu_name"])
+    (tmp_path / "text.parquet").write_text("not parquet")
+    with pytest.raises(ValueError, match=r"text.parquet: not a readable runs table \("):
+        paired.read_runs_table(str(tmp_path / "text.parquet"), ["model"])

@@ -104,7 +104,7 @@ def test_repeats_are_numbered_per_phase(tmp_path):
         (["one.parquet"], "pool_repeats: give two or more runs tables to pool (got 1)"),
         (["a.parquet", "a.parquet"], "pool_repeats: a source is given twice (['a.parquet', 'a.parquet']): its repeats"),
         (["a.parquet", "b.parquet", "--configurations", "kpad8,kpad9"], "pool_repeats: --configurations ['kpad9']"),
-        (["a.parquet", "missing.parquet"], "pool_repeats: missing.parquet: not a readable runs table"),
+        (["a.parquet", "missing.parquet"], "pool_repeats: missing.parquet: no such file; give a runs table"),
         (
             ["a.parquet", "bare.parquet"],
             "pool_repeats: bare.parquet: lacks the run columns ['method', 'k', 'pad', 'device', 'status',",
@@ -283,7 +283,11 @@ def test_a_configuration_of_one_source_keeps_its_repeats(tmp_path, monkeypatch):
         ("none", ["out", "a.parquet", "./a.parquet"], "a source is given twice (['a.parquet', './a.parquet'])"),
         ("none", ["a", "a-runs.parquet", "b.parquet"], "OUT_PREFIX would overwrite the source a-runs.parquet"),
         ("pooled", ["out", "p-runs.parquet", "b.parquet"], "p-runs.parquet: already a pooled table"),
-        ("inf", ["out", "a.parquet", "b.parquet"], "a.parquet: kpad8 r1 has output tok/s inf: not a measured rate"),
+        (
+            "inf",
+            ["out", "a.parquet", "b.parquet"],
+            "a.parquet: 1 ok runs have no positive, finite output tok/s (first: kpad8 r1, inf)",
+        ),
         ("twice", ["out", "a.parquet", "b.parquet"], "a.parquet: 2 rows of M / sharegpt / kpad8 r1 (sweep): one run"),
         ("none", ["out", "a.parquet", "b.parquet", "--configurations", ","], "--configurations ['(none given)']"),
         ("van", ["out", "a.parquet", "b.parquet", "--configurations", "van"], "only ['a.parquet'] keeps runs"),

@@ -108,41 +108,15 @@ def _setting(column: str, value) -> str | None:
 
 
 def read_source(path: str) -> pd.DataFrame:
-    """One source's runs table (a pipeline ``results/runs.parquet`` or a cached ``-runs.parquet``), checked.
-
-    Returns:
-        The table with ``phase`` filled (absent = sweep), ``repeat`` as integers and a fresh index.
+    """One source's runs table, :func:`kpadstudy.paired.read_runs_table`, checked for pooling.
 
     Raises:
-        ValueError: the file cannot be read as Parquet; lacks a column of :data:`RUN_COLUMNS`; is a pooled table
-            (has ``source``); has a repeat that is not a whole number, an infinite output tok/s, or two rows of one
-            (model, corpus, phase, configuration, repeat). The message names the file and the row.
+        ValueError: what :func:`~kpadstudy.paired.read_runs_table` refuses; a pooled table (has ``source``); two
+            rows of one (model, corpus, phase, configuration, repeat). The message names the file and the row.
     """
-    try:
-        runs = pd.read_parquet(path)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable runs table ({err})") from err
-    lacking = [c for c in RUN_COLUMNS if c not in runs]
-    if lacking:
-        raise ValueError(f"{path}: lacks the run columns {lacking}; give a runs.parquet of the pipeline")
+    runs = paired.read_runs_table(path, RUN_COLUMNS)
     if "source" in runs:
         raise ValueError(f"{path}: already a pooled table (it has a source column); give the runs tables it pooled")
-    runs = paired.prepared_runs(runs.reset_index(drop=True))
-    repeat = pd.to_numeric(runs["repeat"], errors="coerce")
-    bad = runs[repeat.isna() | (repeat % 1 != 0)]
-    if len(bad):
-        x = bad.iloc[0]
-        raise ValueError(
-            f"{path}: row {bad.index[0]} ({x['configuration']}) has repeat {x['repeat']!r}: a whole number"
-        )
-    runs["repeat"] = repeat.astype(int)
-    inf = runs[runs["output_tok_s"].abs() == float("inf")]
-    if len(inf):
-        x = inf.iloc[0]
-        raise ValueError(
-            f"{path}: {x['configuration']} r{x['repeat']} has output tok/s {x['output_tok_s']}: not a measured rate; "
-            "fix or drop that row"
-        )
     keys = ["model", "corpus", "phase", "configuration", "repeat"]
     twice = runs[runs.duplicated(keys, keep=False)]
     if len(twice):

@@ -64,45 +64,31 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _read_one(path: str) -> pd.DataFrame:
-    """One runs table, :func:`kpadstudy.paired.prepared_runs`, with its ``source``, its concurrency and repeat as
-    integers; refused (naming the file and the fix) when missing, unreadable, no runs table, empty, or holding runs
-    :func:`_unplaceable` names."""
-    if not Path(path).is_file():
-        raise SystemExit(f"crossover: {path}: no such file (give the runs tables, results/gpu/*-runs.parquet)")
+    """One runs table, :func:`kpadstudy.paired.read_runs_table`, with its ``source`` and its concurrency as
+    integers; refused (naming the file and the fix) for what that refuses and for runs :func:`_unplaceable` names."""
     try:
-        frame = pd.read_parquet(path)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"crossover: {path}: cannot read a runs table ({str(e).splitlines()[0]})") from e
-    missing = [c for c in REQUIRED if c not in frame]
-    if missing:
-        raise SystemExit(f"crossover: {path} is not a runs table: no {missing} (give a *-runs.parquet)")
-    if frame.empty:
-        raise SystemExit(f"crossover: {path} holds no run: leave it out")
-    frame = paired.prepared_runs(frame)
+        frame = paired.read_runs_table(path, REQUIRED)
+    except ValueError as e:
+        raise SystemExit(f"crossover: {e}") from e
     for what, mask in _unplaceable(frame).items():
         if mask.any():
             raise SystemExit(
                 f"crossover: {path}: {int(mask.sum())} runs {what}: remake the table from the run records "
                 "(tools/aggregate_records.py)"
             )
-    numbers = {c: pd.to_numeric(frame[c], errors="coerce") for c in ("max_concurrency", "repeat")}
-    return frame.assign(**{c: v.astype("Int64") for c, v in numbers.items()}, source=path)
+    concurrency = pd.to_numeric(frame["max_concurrency"], errors="coerce").astype("Int64")
+    return frame.assign(max_concurrency=concurrency, source=path)
 
 
 def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
-    """The runs of a :func:`kpadstudy.paired.prepared_runs` table that no cell can take, by what is wrong."""
+    """The runs of a :func:`kpadstudy.paired.read_runs_table` table that no cell can take, by what is wrong."""
     gpu = frame["gpu_name"].notna()
     concurrency = pd.to_numeric(frame["max_concurrency"], errors="coerce")
-    repeat = pd.to_numeric(frame["repeat"], errors="coerce")
-    rate = frame["output_tok_s"]
     cuda = frame["device"].eq("cuda") if "device" in frame else pd.Series(False, frame.index)
     return {
         "ran on cuda but name no GPU (gpu_name)": cuda & ~gpu,
         "on a GPU have no whole max_concurrency": gpu & ~(concurrency > 0) | gpu & (concurrency % 1 != 0),
-        "have no whole repeat number": ~(repeat > 0) | (repeat % 1 != 0),
         "have a phase other than sweep or confirm": ~frame["phase"].isin(["sweep", "confirm"]),
-        "are ok without a positive, finite output_tok_s": frame["status"].eq("ok")
-        & ~rate.between(0, float("inf"), "neither"),
     }
 
 

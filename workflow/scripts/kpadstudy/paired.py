@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -109,6 +111,46 @@ def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """``phase`` filled (absent = sweep) and ``output_tok_s`` numeric (absent when no run measured: NaN)."""
     tok = pd.to_numeric(runs["output_tok_s"], errors="coerce") if "output_tok_s" in runs else float("nan")
     return runs.assign(phase=runs["phase"].fillna("sweep") if "phase" in runs else "sweep", output_tok_s=tok)
+
+
+def read_runs_table(path: str, required: Sequence[str]) -> pd.DataFrame:
+    """One runs table from Parquet (a pipeline ``results/runs.parquet`` or a cached ``*-runs.parquet``), as
+    :func:`prepared_runs` with ``repeat`` as integers, read once for every tool that sets tables side by side.
+
+    Raises:
+        ValueError: naming the file and the fix, when it is missing or unreadable, lacks a column of ``required``,
+            holds no run, has a repeat that is not a whole number >= 1, or an ok run without a positive, finite
+            output tok/s (which :func:`repeat_table` would otherwise drop silently).
+    """
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file; give a runs table (results/runs.parquet or a *-runs.parquet)")
+    try:
+        runs = pd.read_parquet(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable runs table ({str(err).splitlines()[0]})") from err
+    lacking = [c for c in required if c not in runs]
+    if lacking:
+        raise ValueError(f"{path}: lacks the run columns {lacking}; give a runs table (a *-runs.parquet)")
+    if runs.empty:
+        raise ValueError(f"{path}: holds no run; leave it out")
+    runs = prepared_runs(runs.reset_index(drop=True))
+    repeat = pd.to_numeric(runs["repeat"], errors="coerce")
+    bad = runs[~(repeat >= 1) | (repeat % 1 != 0)]
+    if len(bad):
+        x = bad.iloc[0]
+        raise ValueError(
+            f"{path}: {len(bad)} runs have no whole repeat number >= 1 (first: row {bad.index[0]}, "
+            f"{x['configuration']}, repeat {x['repeat']!r}); remake the table from the run records"
+        )
+    rate = runs["output_tok_s"]
+    unmeasured = runs[runs["status"].eq("ok") & ~rate.between(0, float("inf"), "neither")]
+    if len(unmeasured):
+        x = unmeasured.iloc[0]
+        raise ValueError(
+            f"{path}: {len(unmeasured)} ok runs have no positive, finite output tok/s (first: {x['configuration']} "
+            f"r{x['repeat']}, {x['output_tok_s']}): not a measured rate; fix or drop those rows"
+        )
+    return runs.assign(repeat=repeat.astype(int))
 
 
 def repeat_table(runs: pd.DataFrame) -> pd.DataFrame:
