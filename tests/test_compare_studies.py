@@ -255,17 +255,19 @@ def test_bad_input_is_one_line_naming_the_file_and_the_fix(tmp_path):
     a_cells, a_runs = write_pair(tmp_path, "a", A_RUNS)
     with pytest.raises(ValueError, match=r"^studies\.a\.cells: .*nope\.parquet: no such file"):
         studies.read_study("A", str(tmp_path / "nope.parquet"), a_runs, "studies.a")
-    with pytest.raises(ValueError, match=r"nope\.parquet: no such file; set studies\.b\.runs to a runs Parquet"):
+    with pytest.raises(
+        ValueError, match=r"nope\.parquet: no such file; set studies\.b\.runs to the run records of a study that ran"
+    ):
         studies.read_study("B", a_cells, str(tmp_path / "nope.parquet"), "studies.b")
     with pytest.raises(
         ValueError,
-        match=r"a-cells\.parquet is not a runs Parquet \(lacks \['output_tok_s', 'repeat', 'status'\]\); "
+        match=r"a-cells\.parquet: not a runs table \(lacks \['output_tok_s', 'repeat', 'status'\]\); "
         r"set studies\.a\.runs",
     ):
         studies.read_study("A", a_cells, a_cells, "studies.a")  # the cells given twice
     text = tmp_path / "runs.parquet"
     text.write_text("model,corpus\n")
-    with pytest.raises(ValueError, match=r"runs\.parquet is not a Parquet file .*set studies\.a\.runs"):
+    with pytest.raises(ValueError, match=r"runs\.parquet: not a readable Parquet file .*set studies\.a\.runs"):
         studies.read_study("A", a_cells, str(text), "studies.a")
     b_cells, b_runs = write_pair(tmp_path, "b", B_RUNS)
     with pytest.raises(
@@ -357,5 +359,7 @@ def test_rule_compare_studies_names_a_wrong_file_in_one_line(tmp_path):
         f"b: {{cells: {cpu}/embedded-cells.parquet, runs: {cpu}/embedded-cells.parquet}}}}",
     )
     assert p.returncode != 0
-    line = f"{cpu}/embedded-cells.parquet is not a runs Parquet (lacks ['output_tok_s', 'repeat', 'status']); set "
-    assert line + "studies.b.runs to the run records (results/runs.parquet), not the cells" in p.stdout + p.stderr
+    line = f"{cpu}/embedded-cells.parquet: not a runs table (lacks ['output_tok_s', 'repeat', 'status']); set "
+    assert line + "studies.b.runs to the run records of a study that ran (results/runs.parquet), not the cells" in (
+        p.stdout + p.stderr
+    )

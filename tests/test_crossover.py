@@ -126,7 +126,10 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, cells])
     missing = "['repeat', 'status', 'output_tok_s', 'gpu_name', 'max_concurrency']"
-    assert str(e.value) == f"crossover: {cells}: lacks the run columns {missing}; give a runs table (a *-runs.parquet)"
+    assert str(e.value) == (
+        f"crossover: {cells}: not a runs table (lacks {missing}); give a runs table (results/runs.parquet or a "
+        "*-runs.parquet)"
+    )
 
 
 def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_path):
@@ -189,7 +192,7 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     )
     crossover.main([str(tmp_path / "t"), str(tmp_path / "fig"), str(as_text)])
     assert pd.read_parquet(tmp_path / "t.parquet")["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4)
-    with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet: holds no run; leave it out"):
+    with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet: holds no run; give a runs table"):
         runs.iloc[:0].to_parquet(tmp_path / "empty-runs.parquet")
         crossover.main([*out, str(tmp_path / "empty-runs.parquet")])
 

@@ -220,15 +220,17 @@ def test_a_runs_table_is_read_once_for_every_tool_and_what_it_would_drop_is_refu
         "zero": (table.assign(repeat=table["repeat"] - 1), "2 runs have no whole repeat number >= 1 (first: row 0,"),
         "stall": (stalled, "1 ok runs have no positive, finite output tok/s (first: nopad8 r1, 0.0): not a measured"),
         "unrated": (table.assign(status="ok"), "1 ok runs have no positive, finite output tok/s (first: kpad8 r2, nan"),
-        "empty": (table.iloc[:0], "holds no run; leave it out"),
+        "empty": (table.iloc[:0], "holds no run; give a runs table (results/runs.parquet or a *-runs.parquet)"),
     }
     for name, (frame, says) in refused.items():
         frame.to_parquet(tmp_path / f"{name}.parquet")
         with pytest.raises(ValueError) as err:
             paired.read_runs_table(str(tmp_path / f"{name}.parquet"), ["model"])
         assert str(err.value).startswith(f"{tmp_path / name}.parquet: {says}")
-    with pytest.raises(ValueError, match=r"a-runs.parquet: lacks the run columns \['gpu_name'\]; give a runs table"):
+    with pytest.raises(
+        ValueError, match=r"a-runs.parquet: not a runs table \(lacks \['gpu_name'\]\); give a runs table"
+    ):
         paired.read_runs_table(str(path), ["model", "gpu_name"])
     (tmp_path / "text.parquet").write_text("not parquet")
-    with pytest.raises(ValueError, match=r"text.parquet: not a readable runs table \("):
+    with pytest.raises(ValueError, match=r"text.parquet: not a readable Parquet file \(.*\); give a runs table"):
         paired.read_runs_table(str(tmp_path / "text.parquet"), ["model"])

@@ -107,7 +107,7 @@ def test_repeats_are_numbered_per_phase(tmp_path):
         (["a.parquet", "missing.parquet"], "pool_repeats: missing.parquet: no such file; give a runs table"),
         (
             ["a.parquet", "bare.parquet"],
-            "pool_repeats: bare.parquet: lacks the run columns ['method', 'k', 'pad', 'device', 'status',",
+            "pool_repeats: bare.parquet: not a runs table (lacks ['method', 'k', 'pad', 'device', 'status',",
         ),
     ],
 )

@@ -113,26 +113,29 @@ def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(phase=runs["phase"].fillna("sweep") if "phase" in runs else "sweep", output_tok_s=tok)
 
 
-def read_runs_table(path: str, required: Sequence[str]) -> pd.DataFrame:
+def read_runs_table(
+    path: str, required: Sequence[str], fix: str = "give a runs table (results/runs.parquet or a *-runs.parquet)"
+) -> pd.DataFrame:
     """One runs table from Parquet (a pipeline ``results/runs.parquet`` or a cached ``*-runs.parquet``), as
-    :func:`prepared_runs` with ``repeat`` as integers, read once for every tool that sets tables side by side.
+    :func:`prepared_runs` with ``repeat`` as integers: the one reader of every tool that sets tables side by side.
 
     Raises:
-        ValueError: naming the file and the fix, when it is missing or unreadable, lacks a column of ``required``,
-            holds no run, has a repeat that is not a whole number >= 1, or an ok run without a positive, finite
-            output tok/s (which :func:`repeat_table` would otherwise drop silently).
+        ValueError: naming the file and the fix (``fix`` where the file is not a runs table: a config key to set,
+            say), when it is missing or unreadable, lacks a column of ``required``, holds no run, has a repeat that
+            is not a whole number >= 1, or an ok run without a positive, finite output tok/s (which
+            :func:`repeat_table` would otherwise drop silently).
     """
     if not Path(path).is_file():
-        raise ValueError(f"{path}: no such file; give a runs table (results/runs.parquet or a *-runs.parquet)")
+        raise ValueError(f"{path}: no such file; {fix}")
     try:
         runs = pd.read_parquet(path)
     except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable runs table ({str(err).splitlines()[0]})") from err
+        raise ValueError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0]}); {fix}") from err
     lacking = [c for c in required if c not in runs]
     if lacking:
-        raise ValueError(f"{path}: lacks the run columns {lacking}; give a runs table (a *-runs.parquet)")
+        raise ValueError(f"{path}: not a runs table (lacks {lacking}); {fix}")
     if runs.empty:
-        raise ValueError(f"{path}: holds no run; leave it out")
+        raise ValueError(f"{path}: holds no run; {fix}")
     runs = prepared_runs(runs.reset_index(drop=True))
     repeat = pd.to_numeric(runs["repeat"], errors="coerce")
     bad = runs[~(repeat >= 1) | (repeat % 1 != 0)]

@@ -64,23 +64,8 @@ class Study:
 
 
 def _read_runs(path: str, key: str) -> pd.DataFrame:
-    import pyarrow as pa
-
-    if not Path(path).is_file():
-        raise ValueError(f"{path}: no such file; set {key} to a runs Parquet (e.g. results/runs.parquet)")
-    try:
-        runs = pd.read_parquet(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise ValueError(f"{path} is not a Parquet file ({err}); set {key} to a runs Parquet") from err
-    missing = RUNS_COLUMNS - set(runs.columns)
-    if missing:
-        raise ValueError(
-            f"{path} is not a runs Parquet (lacks {sorted(missing)}); set {key} to the run records "
-            "(results/runs.parquet), not the cells"
-        )
-    if runs.empty:
-        raise ValueError(f"{path} has no rows; set {key} to the runs Parquet of a study that ran")
-    return runs
+    fix = f"set {key} to the run records of a study that ran (results/runs.parquet), not the cells"
+    return paired.read_runs_table(path, sorted(RUNS_COLUMNS), fix)
 
 
 def _phase_cells(runs: pd.DataFrame) -> pd.DataFrame:
