@@ -2,6 +2,7 @@
 and configuration, B's speed-up over A's with a Welch interval, tok/s as hardware speed, what only one study has."""
 
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -261,7 +262,7 @@ def test_bad_input_is_one_line_naming_the_file_and_the_fix(tmp_path):
         studies.read_study("B", a_cells, str(tmp_path / "nope.parquet"), "studies.b")
     with pytest.raises(
         ValueError,
-        match=r"a-cells\.parquet: not a runs table \(lacks \['output_tok_s', 'repeat', 'status'\]\); "
+        match=r"a-cells\.parquet: not a runs table \(lacks \['repeat', 'status', 'output_tok_s'\]\); "
         r"set studies\.a\.runs",
     ):
         studies.read_study("A", a_cells, a_cells, "studies.a")  # the cells given twice
@@ -274,6 +275,11 @@ def test_bad_input_is_one_line_naming_the_file_and_the_fix(tmp_path):
         ValueError, match=r"a-cells\.parquet and .*b-runs\.parquet are not one study \(m / mix / sweep / "
     ):
         studies.read_study("A", a_cells, b_runs, "studies.a")  # same keys, other medians
+    with pytest.raises(ValueError, match=r"^studies\.a\.runs: a runs table is given twice \(\[.*\]\); give each once"):
+        studies.read_study("A", a_cells, [a_runs, str(tmp_path / "." / "a-runs.parquet")], "studies.a")
+    shutil.copy(a_runs, tmp_path / "copy.parquet")
+    with pytest.raises(ValueError, match=r"^studies\.a\.runs: \[.*\] hold m / mix / van r1 \(sweep\) twice: give"):
+        studies.read_study("A", a_cells, [a_runs, str(tmp_path / "copy.parquet")], "studies.a")
     tables.cells(runs({"van": [1.0], "suf": [1.0]})).to_parquet(tmp_path / "o.parquet")
     with pytest.raises(
         ValueError,
@@ -359,7 +365,7 @@ def test_rule_compare_studies_names_a_wrong_file_in_one_line(tmp_path):
         f"b: {{cells: {cpu}/embedded-cells.parquet, runs: {cpu}/embedded-cells.parquet}}}}",
     )
     assert p.returncode != 0
-    line = f"{cpu}/embedded-cells.parquet: not a runs table (lacks ['output_tok_s', 'repeat', 'status']); set "
+    line = f"{cpu}/embedded-cells.parquet: not a runs table (lacks ['repeat', 'status', 'output_tok_s']); set "
     assert line + "studies.b.runs to the run records of a study that ran (results/runs.parquet), not the cells" in (
         p.stdout + p.stderr
     )

@@ -1,6 +1,7 @@
 """The crossover table and figure from the shipped runs tables (kpadstudy/crossover.py, `make crossover`)."""
 
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -122,6 +123,12 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     assert str(e.value).endswith("; give --published PATH")
     with pytest.raises(SystemExit, match="crossover: a runs table is given twice"):
         crossover.main([*out, WIDE, WIDE])
+    again = str(Path(WIDE).parent / ".." / "gpu" / Path(WIDE).name)  # the same file by another path
+    with pytest.raises(SystemExit, match=r"crossover: a runs table is given twice: \[.*\]: give each once"):
+        crossover.main([*out, WIDE, again])
+    shutil.copy(WIDE, tmp_path / "copy-runs.parquet")  # a copy: the same runs, by their start times
+    with pytest.raises(SystemExit, match=r"crossover: \[.*\] hold one run twice \(smollm2-wide-llama-3.1-8b, "):
+        crossover.main([*out, WIDE, str(tmp_path / "copy-runs.parquet")])
     cells = str(ROOT / "results/gpu/h200-paired-final-cells.parquet")
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, cells])
@@ -134,7 +141,8 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
 
 def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_path):
     copy = tmp_path / "copy-runs.parquet"
-    pd.read_parquet(WIDE).to_parquet(copy)  # another lease of the same cell, repeats 1-3 again
+    runs = pd.read_parquet(WIDE)  # another lease of the same cell a day later, repeats 1-3 again
+    runs.assign(started_at=runs["started_at"].str.replace("2026-12-05", "2026-12-06")).to_parquet(copy)
     with pytest.raises(SystemExit) as e:
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
     assert "hold the same run (smollm2-wide-llama-3.1-8b, NVIDIA H100 80GB HBM3, 32, sharegpt, sweep, " in str(e.value)
@@ -175,10 +183,13 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     )
     bad = {
         "phase": (runs.assign(phase=["sweep", "SWEEP", "", "sweep", "sweep", "sweep"]), "2 runs have a phase other"),
-        "repeat": (runs.assign(repeat=[f"r{r}" for r in runs["repeat"]]), "6 runs have no whole repeat"),
+        "repeat": (
+            runs.assign(repeat=[f"r{r}" for r in runs["repeat"]]),
+            "column repeat holds no number at row 0 \\('r1'\\)",
+        ),
         "rate": (
             runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 0, float("inf"))),
-            "1 ok runs have no positive",
+            "1 runs are ok without a positive",
         ),
         "load": (runs.assign(max_concurrency=runs["max_concurrency"] + 0.5), "6 runs on a GPU have no whole"),
     }
@@ -187,9 +198,9 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
         with pytest.raises(SystemExit, match=f"crossover: .*{name}-runs.parquet: {says}"):
             crossover.main([*out, str(tmp_path / f"{name}-runs.parquet")])
     as_text = tmp_path / "text-runs.parquet"  # numbers stored as text are read as numbers
-    runs.assign(max_concurrency=runs["max_concurrency"].astype(str), repeat=runs["repeat"].astype(str)).to_parquet(
-        as_text
-    )
+    numbers = [c for c in runs if runs[c].dtype.kind in "if" and runs[c].notna().all()]
+    assert {"max_concurrency", "repeat", "duration_s", "output_tokens", "steps_FULL"} <= set(numbers)
+    runs.assign(**{c: runs[c].astype(str) for c in numbers}).to_parquet(as_text)
     crossover.main([str(tmp_path / "t"), str(tmp_path / "fig"), str(as_text)])
     assert pd.read_parquet(tmp_path / "t.parquet")["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4)
     with pytest.raises(SystemExit, match=r"crossover: .*empty-runs.parquet: holds no run; give a runs table"):

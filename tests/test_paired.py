@@ -218,8 +218,14 @@ def test_a_runs_table_is_read_once_for_every_tool_and_what_it_would_drop_is_refu
     stalled = table.assign(output_tok_s=table["output_tok_s"].where(table.index != 1, 0.0))
     refused = {
         "zero": (table.assign(repeat=table["repeat"] - 1), "2 runs have no whole repeat number >= 1 (first: row 0,"),
-        "stall": (stalled, "1 ok runs have no positive, finite output tok/s (first: nopad8 r1, 0.0): not a measured"),
-        "unrated": (table.assign(status="ok"), "1 ok runs have no positive, finite output tok/s (first: kpad8 r2, nan"),
+        "stall": (
+            stalled,
+            "1 runs are ok without a positive, finite output tok/s (first: row 1, nopad8: output_tok_s 0.0); not a",
+        ),
+        "unrated": (
+            table.assign(status="ok"),
+            "1 runs are ok without a positive, finite output tok/s (first: row 2, kpad8: output_tok_s missing)",
+        ),
         "empty": (table.iloc[:0], "holds no run; give a runs table (results/runs.parquet or a *-runs.parquet)"),
     }
     for name, (frame, says) in refused.items():
@@ -234,3 +240,35 @@ def test_a_runs_table_is_read_once_for_every_tool_and_what_it_would_drop_is_refu
     (tmp_path / "text.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match=r"text.parquet: not a readable Parquet file \(.*\); give a runs table"):
         paired.read_runs_table(str(tmp_path / "text.parquet"), ["model"])
+
+
+def test_a_run_that_a_summary_would_drop_split_or_count_twice_is_refused_by_row(tmp_path):
+    table = runs({"kpad8": [130.0, 132.0, 156.0], "nopad8": [100.0, 110.0, 120.0]})
+    one = table.index == 2  # kpad8, repeat 2
+    bad = {
+        "status": (table.assign(status=table["status"].where(~one, "OK")), "1 runs have a status other than ok,"),
+        "nostatus": (table.assign(status=table["status"].where(~one, None)), "1 runs have a status other than ok,"),
+        "unnamed": (table.assign(configuration=table["configuration"].where(~one, None)), "1 runs have no model,"),
+        "method": (table.assign(method=table["method"].where(~one, None)), "1 runs have a method other than van,"),
+        "phase": (table.assign(phase=table["phase"].where(~one, "Sweep")), "1 runs have a phase other than sweep"),
+        "k": (table.assign(k=table["k"].where(~one, float("nan"))), "1 runs speculate without a whole k >= 1"),
+        "text": (table.assign(output_tok_s=table["output_tok_s"].astype(str).where(~one, "abc")), "column out"),
+        "copy": (pd.concat([table, table.iloc[[2]]]), "2 rows of m / c / kpad8 r2 (sweep): one run per repeat; drop"),
+    }
+    shown = {"status": "status 'OK'", "nostatus": "status missing", "method": "method missing", "k": "k missing"}
+    shown |= {"phase": "phase 'Sweep'"}
+    for name, (frame, says) in bad.items():
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+        with pytest.raises(ValueError) as err:
+            paired.read_runs_table(str(tmp_path / f"{name}.parquet"))
+        assert str(err.value).startswith(f"{tmp_path / name}.parquet: {says}"), str(err.value)
+        if name in shown:
+            assert "(first: row 2, kpad8: " in str(err.value) and f": {shown[name]}); remake the table" in str(
+                err.value
+            )
+    assert str(err.value).endswith("one run per repeat; drop the copies")
+    text = tmp_path / "text.parquet"
+    with pytest.raises(ValueError, match=r"text.parquet: column output_tok_s holds no number at row 2 \('abc'\); rem"):
+        paired.read_runs_table(str(text))
+    with pytest.raises(ValueError, match=rf"^{tmp_path}: a folder, not a runs table; give a runs table"):
+        paired.read_runs_table(str(tmp_path))

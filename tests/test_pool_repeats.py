@@ -107,7 +107,7 @@ def test_repeats_are_numbered_per_phase(tmp_path):
         (["a.parquet", "missing.parquet"], "pool_repeats: missing.parquet: no such file; give a runs table"),
         (
             ["a.parquet", "bare.parquet"],
-            "pool_repeats: bare.parquet: not a runs table (lacks ['method', 'k', 'pad', 'device', 'status',",
+            "pool_repeats: bare.parquet: not a runs table (lacks ['method', 'k', 'status', 'output_tok_s', 'pad',",
         ),
     ],
 )
@@ -286,7 +286,7 @@ def test_a_configuration_of_one_source_keeps_its_repeats(tmp_path, monkeypatch):
         (
             "inf",
             ["out", "a.parquet", "b.parquet"],
-            "a.parquet: 1 ok runs have no positive, finite output tok/s (first: kpad8 r1, inf)",
+            "a.parquet: 1 runs are ok without a positive, finite output tok/s (first: row 0, kpad8: output_tok_s inf)",
         ),
         ("twice", ["out", "a.parquet", "b.parquet"], "a.parquet: 2 rows of M / sharegpt / kpad8 r1 (sweep): one run"),
         ("none", ["out", "a.parquet", "b.parquet", "--configurations", ","], "--configurations ['(none given)']"),

@@ -30,8 +30,9 @@ Checked before anything is written:
   failed run's NaN) is not compared, and ``393428.0`` equals ``393428``. The error names the column, the
   configuration and each source's values. Columns that some source lacks (older records) or holds no value of
   are listed on stderr and in ``-paired.md`` as not compared, with the columns that were;
-- each source: the run columns of :data:`RUN_COLUMNS`, an integer repeat, finite output tok/s, one row per
-  (model, corpus, phase, configuration, repeat), and not a pooled table itself (a ``source`` column);
+- each source: a runs table that :func:`kpadstudy.paired.read_runs_table` reads (the columns of :data:`RUN_COLUMNS`,
+  known statuses and phases, whole repeats, a measured rate for every ok run, one row per (model, corpus, phase,
+  configuration, repeat)), and not a pooled table itself (a ``source`` column);
 - the sources are different files holding different runs (the same path twice, or a copy: a run with the same
   model, corpus, configuration, ``host``, ``started_at``, ``port`` and GPUs in two sources) and no output path is a
   source;
@@ -108,23 +109,14 @@ def _setting(column: str, value) -> str | None:
 
 
 def read_source(path: str) -> pd.DataFrame:
-    """One source's runs table, :func:`kpadstudy.paired.read_runs_table`, checked for pooling.
+    """One source's runs table, :func:`kpadstudy.paired.read_runs_table`, that is no pooled table (no ``source``).
 
     Raises:
-        ValueError: what :func:`~kpadstudy.paired.read_runs_table` refuses; a pooled table (has ``source``); two
-            rows of one (model, corpus, phase, configuration, repeat). The message names the file and the row.
+        ValueError: what :func:`~kpadstudy.paired.read_runs_table` refuses, or a pooled table, naming the file.
     """
     runs = paired.read_runs_table(path, RUN_COLUMNS)
     if "source" in runs:
         raise ValueError(f"{path}: already a pooled table (it has a source column); give the runs tables it pooled")
-    keys = ["model", "corpus", "phase", "configuration", "repeat"]
-    twice = runs[runs.duplicated(keys, keep=False)]
-    if len(twice):
-        x = twice.iloc[0]
-        raise ValueError(
-            f"{path}: {len(twice)} rows of {x['model']} / {x['corpus']} / {x['configuration']} r{x['repeat']} "
-            f"({x['phase']}): one run per repeat; drop the copies"
-        )
     return runs
 
 

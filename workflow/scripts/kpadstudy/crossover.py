@@ -45,10 +45,9 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
         SystemExit: naming the file and the fix, for a file given twice, missing or unreadable, one that is not a
             runs table or holds no run, a GPU run without its concurrency, and runs given twice (:func:`_doubles`).
     """
-    if len(set(paths)) < len(paths):
-        raise SystemExit(
-            f"crossover: a runs table is given twice: {sorted(p for p in set(paths) if paths.count(p) > 1)}"
-        )
+    resolved = [Path(p).resolve() for p in paths]
+    if len(set(resolved)) < len(resolved):
+        raise SystemExit(f"crossover: a runs table is given twice: {paths}: give each once")
     frames, left_out = [], []
     for path in paths:
         frame = _read_one(path)
@@ -88,22 +87,13 @@ def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
     return {
         "ran on cuda but name no GPU (gpu_name)": cuda & ~gpu,
         "on a GPU have no whole max_concurrency": gpu & ~(concurrency > 0) | gpu & (concurrency % 1 != 0),
-        "have a phase other than sweep or confirm": ~frame["phase"].isin(["sweep", "confirm"]),
     }
 
 
 def _doubles(runs: pd.DataFrame) -> None:
-    """Refuse runs given twice: two rows with one run key (:data:`RUN_KEY`; the repeats of one study's leases go
-    through ``tools/pool_repeats.py`` first, which renumbers them), or one run (model, GPU, start time) under two
-    repeat numbers (a table given again under another name, or pooled beside one of its sources)."""
-    twice = runs[runs.duplicated(RUN_KEY, keep=False)]
-    if not twice.empty:
-        first = twice.iloc[0]
-        raise SystemExit(
-            f"crossover: {sorted(set(twice['source']))} hold the same run ({', '.join(str(first[c]) for c in RUN_KEY)}"
-            "): pool one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its "
-            "runs table"
-        )
+    """Refuse runs given twice: one run (model, GPU, start time) in two rows (a table given again under another
+    name or renumbered, or pooled beside one of its sources), or two runs under one run key (:data:`RUN_KEY`: the
+    repeats of one study's leases go through ``tools/pool_repeats.py`` first, which renumbers them)."""
     started = runs.dropna(subset=["started_at"]) if "started_at" in runs else runs.iloc[:0]
     again = started[started.duplicated(["model", "gpu_name", "started_at"], keep=False)]
     if not again.empty:
@@ -111,6 +101,14 @@ def _doubles(runs: pd.DataFrame) -> None:
         raise SystemExit(
             f"crossover: {sorted(set(again['source']))} hold one run twice ({first['model']}, {first['gpu_name']}, "
             f"started {first['started_at']}): give each run once (a pooled table, or its sources, not both)"
+        )
+    twice = runs[runs.duplicated(RUN_KEY, keep=False)]
+    if not twice.empty:
+        first = twice.iloc[0]
+        raise SystemExit(
+            f"crossover: {sorted(set(twice['source']))} hold the same run ({', '.join(str(first[c]) for c in RUN_KEY)}"
+            "): pool one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its "
+            "runs table"
         )
 
 

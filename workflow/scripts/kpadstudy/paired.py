@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import runrecord
 from .runs import METHODS
 
 CONFIDENCE = 0.95
@@ -113,47 +114,103 @@ def prepared_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(phase=runs["phase"].fillna("sweep") if "phase" in runs else "sweep", output_tok_s=tok)
 
 
+#: a run's status (docs/concepts.md, "Is a run's number valid?") and phase (rule run or rule confirm_run)
+STATUSES = ("ok", "invalid", "boot_failed", "lost")
+PHASES = ("sweep", "confirm")
+#: what names one run within one runs table
+RUN_ID = ["model", "corpus", "phase", "configuration", "repeat"]
+#: the columns every runs table has for :func:`read_runs_table` (``phase`` may be absent: sweep)
+RUN_COLUMNS = ("model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s")
+REMAKE = "remake the table from the run records (tools/aggregate_records.py)"
+
+
 def read_runs_table(
-    path: str, required: Sequence[str], fix: str = "give a runs table (results/runs.parquet or a *-runs.parquet)"
+    path: str, required: Sequence[str] = (), fix: str = "give a runs table (results/runs.parquet or a *-runs.parquet)"
 ) -> pd.DataFrame:
     """One runs table from Parquet (a pipeline ``results/runs.parquet`` or a cached ``*-runs.parquet``), as
-    :func:`prepared_runs` with ``repeat`` as integers: the one reader of every tool that sets tables side by side.
+    :func:`prepared_runs` with the run record's numeric columns as numbers and ``repeat`` as integers: the one reader
+    of every tool that sets tables side by side.
 
     Raises:
-        ValueError: naming the file and the fix (``fix`` where the file is not a runs table: a config key to set,
-            say), when it is missing or unreadable, lacks a column of ``required``, holds no run, has a repeat that
-            is not a whole number >= 1, or an ok run without a positive, finite output tok/s (which
-            :func:`repeat_table` would otherwise drop silently).
+        ValueError: naming the file, the first offending row and the fix (``fix`` where the file is not a runs
+            table: a config key to set, say): it is missing or unreadable, lacks a column of :data:`RUN_COLUMNS` or
+            ``required`` (a caller's own) or holds no run; a numeric column holds text that is no number; a run of
+            :func:`_refused_rows`; two rows of one :data:`RUN_ID`. Each is a run a table would otherwise drop, split
+            or count twice without a word.
     """
+    runs = _parquet(path, required, fix)
+    raw = runs.copy()
+    runs = prepared_runs(_as_numbers(runs, path))
+    for what, (mask, column, remedy) in _refused_rows(runs).items():
+        if mask.any():
+            i = mask.idxmax()
+            value = (raw[column] if column in raw else runs[column])[i]
+            shown = repr(value) if isinstance(value, str) else "missing" if pd.isna(value) else str(value)
+            first = f"row {i}, {runs.at[i, 'configuration']}: {column} {shown}"
+            raise ValueError(f"{path}: {int(mask.sum())} runs {what} (first: {first}); {remedy}")
+    twice = runs[runs.duplicated(RUN_ID, keep=False)]
+    if len(twice):
+        x = twice.iloc[0]
+        raise ValueError(
+            f"{path}: {len(twice)} rows of {x['model']} / {x['corpus']} / {x['configuration']} r{x['repeat']} "
+            f"({x['phase']}): one run per repeat; drop the copies"
+        )
+    return runs.assign(repeat=runs["repeat"].astype(int))
+
+
+def _parquet(path: str, required: Sequence[str], fix: str) -> pd.DataFrame:
+    """The table in ``path``, with a fresh index, refused (named) when it is no file, no Parquet, lacks a column of
+    :data:`RUN_COLUMNS` or ``required`` or holds no row."""
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: a folder, not a runs table; {fix}")
     if not Path(path).is_file():
         raise ValueError(f"{path}: no such file; {fix}")
     try:
         runs = pd.read_parquet(path)
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0]}); {fix}") from err
-    lacking = [c for c in required if c not in runs]
+    lacking = [c for c in dict.fromkeys([*RUN_COLUMNS, *required]) if c not in runs]
     if lacking:
         raise ValueError(f"{path}: not a runs table (lacks {lacking}); {fix}")
     if runs.empty:
         raise ValueError(f"{path}: holds no run; {fix}")
-    runs = prepared_runs(runs.reset_index(drop=True))
-    repeat = pd.to_numeric(runs["repeat"], errors="coerce")
-    bad = runs[~(repeat >= 1) | (repeat % 1 != 0)]
-    if len(bad):
-        x = bad.iloc[0]
-        raise ValueError(
-            f"{path}: {len(bad)} runs have no whole repeat number >= 1 (first: row {bad.index[0]}, "
-            f"{x['configuration']}, repeat {x['repeat']!r}); remake the table from the run records"
-        )
-    rate = runs["output_tok_s"]
-    unmeasured = runs[runs["status"].eq("ok") & ~rate.between(0, float("inf"), "neither")]
-    if len(unmeasured):
-        x = unmeasured.iloc[0]
-        raise ValueError(
-            f"{path}: {len(unmeasured)} ok runs have no positive, finite output tok/s (first: {x['configuration']} "
-            f"r{x['repeat']}, {x['output_tok_s']}): not a measured rate; fix or drop those rows"
-        )
-    return runs.assign(repeat=repeat.astype(int))
+    return runs.reset_index(drop=True)
+
+
+def _as_numbers(runs: pd.DataFrame, path: str) -> pd.DataFrame:
+    """``runs`` with each column the run record types ``int`` or ``float`` as numbers (text such as "123.4" read as
+    the number), refused where a value is set but no number."""
+    numeric = [c for c in runs if c in runrecord.BY_NAME and runrecord.BY_NAME[c].type in ("int", "float")]
+    out = runs.copy()
+    for column in numeric:
+        values = runs[column].where(runs[column].notna() & runs[column].ne(""))
+        out[column] = pd.to_numeric(values, errors="coerce")
+        text = values.notna() & out[column].isna()
+        if text.any():
+            i = text.idxmax()
+            raise ValueError(f"{path}: column {column} holds no number at row {i} ({runs.at[i, column]!r}); {REMAKE}")
+    return out
+
+
+def _refused_rows(runs: pd.DataFrame) -> dict[str, tuple[pd.Series, str, str]]:
+    """The runs of a :func:`prepared_runs` table that a summary would drop or misplace: by what is wrong, their mask,
+    the column to show and the fix."""
+    named = runs[["model", "corpus", "configuration"]].apply(lambda c: c.notna() & c.astype(str).str.strip().ne(""))
+    repeat, k, rate = runs["repeat"], runs["k"], runs["output_tok_s"]
+    speculative = runs["method"].ne("van")
+    return {
+        "have no model, corpus or configuration": (~named.all(axis=1), "configuration", REMAKE),
+        f"have a method other than {', '.join(METHODS)}": (~runs["method"].isin(METHODS), "method", REMAKE),
+        f"have a status other than {', '.join(STATUSES)}": (~runs["status"].isin(STATUSES), "status", REMAKE),
+        f"have a phase other than {' or '.join(PHASES)}": (~runs["phase"].isin(PHASES), "phase", REMAKE),
+        "have no whole repeat number >= 1": (~(repeat >= 1) | (repeat % 1 != 0), "repeat", REMAKE),
+        "speculate without a whole k >= 1 (draft tokens)": (speculative & ~((k >= 1) & (k % 1 == 0)), "k", REMAKE),
+        "are ok without a positive, finite output tok/s": (
+            runs["status"].eq("ok") & ~rate.between(0, float("inf"), "neither"),
+            "output_tok_s",
+            "not a measured rate: fix or drop those rows",
+        ),
+    }
 
 
 def repeat_table(runs: pd.DataFrame) -> pd.DataFrame:

@@ -126,7 +126,16 @@ def read_study(label: str, cells_path: str, runs_path: str | list[str], key: str
     except ValueError as err:
         raise ValueError(f"{key}.cells: {err}") from None
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path)
+    if len({Path(p).resolve() for p in paths}) < len(paths):
+        raise ValueError(f"{key}.runs: a runs table is given twice ({paths}); give each once")
     runs = pd.concat([_read_runs(p, f"{key}.runs") for p in paths], ignore_index=True)
+    twice = runs[runs.duplicated(paired.RUN_ID, keep=False)]
+    if len(twice):
+        x = twice.iloc[0]
+        raise ValueError(
+            f"{key}.runs: {paths} hold {x['model']} / {x['corpus']} / {x['configuration']} r{x['repeat']} "
+            f"({x['phase']}) twice: give the run tables of one study, each run once"
+        )
     _check_pair(cells, runs, cells_path, " + ".join(paths), key)
     return Study(label=label, cells=cells, runs=runs, cells_path=str(cells_path), runs_path=" + ".join(paths))
 
