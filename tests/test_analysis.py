@@ -551,8 +551,31 @@ def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
     )
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
     assert advice.PAD_METRICS_MEASURED in md  # what was measured, said once above the cells
+    assert "Without the patch" not in md  # padding clearly ahead of nopad8: no unpadded alternative offered
     line = advice.command_line(r, SERVE_CFG)  # the padded pick keeps what the patch needs
     assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=")
+
+
+def test_a_padded_pick_without_a_clear_gain_over_unpadded_also_gets_the_unpadded_command():
+    """kpad8 / nopad8 = 115/100, 100/100, 125/100: geometric mean 1.4375 ** (1/3) = 1.129; logs 0.1398, 0, 0.2231,
+    mean 0.1210, sd 0.1128, t(2) 4.303 x sd / sqrt(3) = 0.2801: 0.85-1.49, an interval that holds 1."""
+    runs_, cells = _cells_of(
+        {"van": [100.0] * 3, "suf": [110.0] * 3, "kpad8": [115.0, 100.0, 125.0], "nopad8": [100.0] * 3}
+    )
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["unpadded"]) == ("kpad8", "nopad8")
+    md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
+    padded, unpadded = md.split("**Without the patch:** ")
+    assert unpadded.startswith(
+        "kpad8 / nopad8 1.13x (0.85-1.49, n = 3): padding's gain is not clear, so nopad8 (unpadded, plain vLLM and "
+        "arctic-inference) serves at no clear loss:\n\n```bash\nARCTIC_INFERENCE_ENABLED=0 taskset -c 0-3 "
+    )
+    nopad8 = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[4])
+    assert shlex.split(unpadded.split("```bash\n")[1].split("\n```")[0]) == ["ARCTIC_INFERENCE_ENABLED=0", *nopad8]
+    assert "VLLM_SUFFIX_PAD_UNIFORM=1" in padded and "VLLM_SUFFIX_PAD_UNIFORM" not in unpadded
+    runs_, cells = _cells_of({"van": [100.0] * 2, "kpad8": [115.0, 100.0], "nopad8": [100.0] * 2})  # sqrt(1.15)
+    md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
+    assert "**Without the patch:** kpad8 / nopad8 1.07x (n = 2, no interval): below 3 repeats the noise is " in md
 
 
 def test_a_control_faster_than_a_nopad_pick_is_flagged_and_lost_graphs_leave_nopad_alone():

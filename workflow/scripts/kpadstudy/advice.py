@@ -18,7 +18,8 @@ repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf
 (published cells) it is the ratio of medians, labelled by how many repeats each median has. A best K at the
 edge of the swept range says so. A padded pick (kpad, kpadauto) also says how it compares with the best unpadded
 configuration at its K (nopad or suf at that K), the only reason to carry the patch, and that vLLM's acceptance
-metrics count its pad tokens as draft tokens.
+metrics count its pad tokens as draft tokens; where that gain is not clear (its interval holds 1, or there is no
+interval), recommendations.md also gives that unpadded configuration's command, which needs no patch.
 A comparison of van with a speculative configuration says when they ran on different model runners or async
 scheduling (vLLM 0.26 runs van on Model Runner V2 with async scheduling, suffix decoding on V1 without it).
 """
@@ -565,7 +566,8 @@ def to_markdown(
         "better of its confirmed best and second-best kpad K). The pick is the first candidate by median that no "
         "other beats within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else the "
         "highest median; it is compared with the candidate closest to it, and a padded pick also with the best "
-        "unpadded configuration at its K, the only reason to carry the patch. Every number of a cell comes from "
+        "unpadded configuration at its K, the only reason to carry the patch (where that gain is not clear, the "
+        'unpadded configuration\'s command follows, "Without the patch"). Every number of a cell comes from '
         "one phase: its confirmation where it has one, else "
         "its sweep.",
         "",
@@ -606,4 +608,34 @@ def to_markdown(
                 lines += ["```bash", command_line(r, config), "```", ""]
             except ValueError as e:
                 lines += [f"No serve command: {e}.", ""]
+            lines += _without_patch(r, config)
     return "\n".join(lines)
+
+
+def _without_patch(r: pd.Series, config: dict[str, Any]) -> list[str]:
+    """For a padded pick whose gain over the best unpadded configuration at its K is not clear (its interval holds
+    1, or below 3 repeats there is none): that configuration's command, which needs no K-pad patch. Nothing for a
+    pick that is not padded, clearly ahead, without an unpadded run at its K, or whose unpadded configuration the
+    config does not have."""
+    unpadded = r.get("unpadded") or ""
+    by_name = {c.name: c for c in runs.configurations(config)}
+    low = r.get("over_unpadded_ci_low")
+    if r["method"] not in runs.PADDED_METHODS or unpadded not in by_name or (low is not None and low > 1):
+        return []
+    ratio = f"{r['recommended']} / {unpadded} {r['over_unpadded']:.2f}x"
+    if low is None:
+        why = f"{ratio} (n = {r['over_unpadded_n']}, no interval): below 3 repeats the noise is unknown"
+    else:
+        spread = f"{low:.2f}-{r['over_unpadded_ci_high']:.2f}, n = {r['over_unpadded_n']}"
+        why = f"{ratio} ({spread}): padding's gain is not clear"
+    alternative = r.copy()
+    alternative["recommended"], alternative["method"] = unpadded, by_name[unpadded].method
+    return [
+        f"**Without the patch:** {why}, so {unpadded} (unpadded, plain vLLM and arctic-inference) serves at no "
+        "clear loss:",
+        "",
+        "```bash",
+        command_line(alternative, config),
+        "```",
+        "",
+    ]
