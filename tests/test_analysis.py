@@ -551,7 +551,7 @@ def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
     )
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
     assert advice.PAD_METRICS_MEASURED in md  # what was measured, said once above the cells
-    assert "Without the patch" not in md  # padding clearly ahead of nopad8: no unpadded alternative offered
+    assert "**Without the patch:**" not in md  # padding clearly ahead of nopad8: no unpadded alternative offered
     line = advice.command_line(r, SERVE_CFG)  # the padded pick keeps what the patch needs
     assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=")
 
@@ -573,6 +573,12 @@ def test_a_padded_pick_without_a_clear_gain_over_unpadded_also_gets_the_unpadded
     nopad8 = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[4])
     assert shlex.split(unpadded.split("```bash\n")[1].split("\n```")[0]) == ["ARCTIC_INFERENCE_ENABLED=0", *nopad8]
     assert "VLLM_SUFFIX_PAD_UNIFORM=1" in padded and "VLLM_SUFFIX_PAD_UNIFORM" not in unpadded
+    recs = advice.recommend(cells, run_table=runs_)
+    text = summary.summary_text(recs, cells, runs_).splitlines()[2]
+    assert text.endswith(
+        "1.13x (0.85-1.49, n = 3) over nopad8; padding's gain not clear: nopad8 serves without the patch "
+        "(recommendations.md); flags: noisy (kpad8)"
+    ), text
     runs_, cells = _cells_of({"van": [100.0] * 2, "kpad8": [115.0, 100.0], "nopad8": [100.0] * 2})  # sqrt(1.15)
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
     assert "**Without the patch:** kpad8 / nopad8 1.07x (n = 2, no interval): below 3 repeats the noise is " in md

@@ -612,18 +612,25 @@ def to_markdown(
     return "\n".join(lines)
 
 
+def gain_not_clear(r: pd.Series) -> bool:
+    """Whether a recommendation is padded and its gain over the best unpadded configuration at its K is not clear:
+    the paired interval holds 1, or there is none (below 3 repeats, or medians only). False without an unpadded run
+    at its K."""
+    low = r.get("over_unpadded_ci_low")
+    clear = low is not None and not pd.isna(low) and low > 1
+    return r.get("method") in runs.PADDED_METHODS and bool(r.get("unpadded")) and not clear
+
+
 def _without_patch(r: pd.Series, config: dict[str, Any]) -> list[str]:
-    """For a padded pick whose gain over the best unpadded configuration at its K is not clear (its interval holds
-    1, or below 3 repeats there is none): that configuration's command, which needs no K-pad patch. Nothing for a
-    pick that is not padded, clearly ahead, without an unpadded run at its K, or whose unpadded configuration the
-    config does not have."""
+    """For a padded pick whose gain is not clear (:func:`gain_not_clear`): the best unpadded configuration's command
+    at its K, which needs no K-pad patch. Nothing where the config does not have that configuration."""
     unpadded = r.get("unpadded") or ""
     by_name = {c.name: c for c in runs.configurations(config)}
-    low = r.get("over_unpadded_ci_low")
-    if r["method"] not in runs.PADDED_METHODS or unpadded not in by_name or (low is not None and low > 1):
+    if not gain_not_clear(r) or unpadded not in by_name:
         return []
+    low = r["over_unpadded_ci_low"]
     ratio = f"{r['recommended']} / {unpadded} {r['over_unpadded']:.2f}x"
-    if low is None:
+    if low is None or pd.isna(low):
         why = f"{ratio} (n = {r['over_unpadded_n']}, no interval): below 3 repeats the noise is unknown"
     else:
         spread = f"{low:.2f}-{r['over_unpadded_ci_high']:.2f}, n = {r['over_unpadded_n']}"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import paired
+from . import advice, paired
 from .runs import PADDED_METHODS
 
 
@@ -142,6 +142,8 @@ def summary_text(
                 ns.append(n)
         if rec.get("method") in PADDED_METHODS and not unpadded:
             parts.append(f"no unpadded run at K={rec['k']}")
+        if advice.gain_not_clear(rec):
+            parts.append(f"padding's gain not clear: {unpadded} serves without the patch (recommendations.md)")
         if ns:
             n_min = min(ns)
         else:  # medians: the repeats behind the advised configuration's median
