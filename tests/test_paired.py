@@ -211,7 +211,7 @@ def test_confirmation_vs_sweep_below_three_repeats_says_which_phase_is_short():
 def test_a_runs_table_is_read_once_for_every_tool_and_what_it_would_drop_is_refused(tmp_path):
     path = tmp_path / "a-runs.parquet"
     table = runs({"kpad8": [130.0, None, 156.0], "nopad8": [100.0, 110.0, 120.0]}).drop(columns="phase")
-    table.assign(repeat=table["repeat"].astype(str)).to_parquet(path)
+    table.assign(repeat=table["repeat"].astype(str), output_tok_s=table["output_tok_s"].map(str)).to_parquet(path)
     read = paired.read_runs_table(str(path), ["model", "repeat", "status", "output_tok_s"])
     assert list(read["repeat"]) == [1, 1, 2, 2, 3, 3] and set(read["phase"]) == {"sweep"}
     assert read.loc[2, "status"] == "invalid" and math.isnan(read.loc[2, "output_tok_s"])  # kept, not a rate

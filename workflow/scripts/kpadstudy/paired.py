@@ -122,6 +122,8 @@ RUN_ID = ["model", "corpus", "phase", "configuration", "repeat"]
 #: the columns every runs table has for :func:`read_runs_table` (``phase`` may be absent: sweep)
 RUN_COLUMNS = ("model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s")
 REMAKE = "remake the table from the run records (tools/aggregate_records.py)"
+#: how a missing number reads when a numeric column was stored as text
+MISSING_TEXT = ("", "nan", "NaN", "None", "<NA>")
 
 
 def read_runs_table(
@@ -179,11 +181,11 @@ def _parquet(path: str, required: Sequence[str], fix: str) -> pd.DataFrame:
 
 def _as_numbers(runs: pd.DataFrame, path: str) -> pd.DataFrame:
     """``runs`` with each column the run record types ``int`` or ``float`` as numbers (text such as "123.4" read as
-    the number), refused where a value is set but no number."""
+    the number, :data:`MISSING_TEXT` as missing), refused where a value is set but no number."""
     numeric = [c for c in runs if c in runrecord.BY_NAME and runrecord.BY_NAME[c].type in ("int", "float")]
     out = runs.copy()
     for column in numeric:
-        values = runs[column].where(runs[column].notna() & runs[column].ne(""))
+        values = runs[column].where(runs[column].notna() & ~runs[column].isin(MISSING_TEXT))
         out[column] = pd.to_numeric(values, errors="coerce")
         text = values.notna() & out[column].isna()
         if text.any():
