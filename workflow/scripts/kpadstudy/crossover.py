@@ -75,14 +75,12 @@ def _read_one(path: str) -> pd.DataFrame:
                 f"crossover: {path}: {int(mask.sum())} runs {what}: remake the table from the run records "
                 "(tools/aggregate_records.py)"
             )
-    concurrency = pd.to_numeric(frame["max_concurrency"], errors="coerce").astype("Int64")
-    return frame.assign(max_concurrency=concurrency, source=path)
+    return frame.assign(max_concurrency=frame["max_concurrency"].astype("Int64"), source=path)
 
 
 def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
     """The runs of a :func:`kpadstudy.paired.read_runs_table` table that no cell can take, by what is wrong."""
-    gpu = frame["gpu_name"].notna()
-    concurrency = pd.to_numeric(frame["max_concurrency"], errors="coerce")
+    gpu, concurrency = frame["gpu_name"].notna(), frame["max_concurrency"]
     cuda = frame["device"].eq("cuda") if "device" in frame else pd.Series(False, frame.index)
     return {
         "ran on cuda but name no GPU (gpu_name)": cuda & ~gpu,

@@ -140,9 +140,8 @@ def read_runs_table(
             :func:`_refused_rows`; two rows of one :data:`RUN_ID`. Each is a run a table would otherwise drop, split
             or count twice without a word.
     """
-    runs = _parquet(path, required, fix)
-    raw = runs.copy()
-    runs = prepared_runs(_as_numbers(runs, path))
+    raw = _parquet(path, required, fix)
+    runs = prepared_runs(_as_numbers(raw, path))
     for what, (mask, column, remedy) in _refused_rows(runs).items():
         if mask.any():
             i = mask.idxmax()
