@@ -266,6 +266,7 @@ def test_command_line_is_built_from_server_command_and_env():
     assert shlex.split(line)[4:] == cmd  # after the 4 environment assignments: exactly runs.server_command's argv
     md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)
     assert "not on a confirmation rerun" in md and "no cudagraphs on CPU" in md
+    assert "run its cell again with the confirmation phase (config key `confirm.enabled`, on by default)" in md
 
 
 def test_compare_same_model_and_no_overlap():
@@ -751,3 +752,15 @@ def test_a_stand_in_model_is_named_so_in_the_cells_the_advice_and_the_summary():
     lines = summary.summary_text(recs, cells, runs_).splitlines()
     assert lines[2].startswith("- M / mix (sweep): serve nopad8;")
     assert lines[3].startswith(f"- W / mix (sweep) [stand-in: {what}]: serve nopad8;")
+
+
+def test_a_padded_pick_whose_runner_up_is_the_unpadded_one_gives_that_ratio_once():
+    """kpad8 / nopad8 = 115/100, 120/100, 125/100 (1.20x, 1.08-1.33, as above), with nopad8 the only other
+    candidate: the ratio against the runner-up is the gain over unpadded, so the reason says it once."""
+    runs_, cells = _cells_of({"kpad8": [115.0, 120.0, 125.0], "nopad8": [100.0] * 3})
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["unpadded"]) == ("kpad8", "nopad8", "nopad8")
+    assert r["reason"] == (
+        "kpad8: 1.20x nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats); medians kpad8 120.0, nopad8 100.0 tok/s; "
+        "nopad8 is the best unpadded configuration at the same K; " + advice.PAD_METRICS_NOTE
+    )

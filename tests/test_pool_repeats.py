@@ -102,7 +102,10 @@ def test_repeats_are_numbered_per_phase(tmp_path):
     ("args", "message"),
     [
         (["one.parquet"], "pool_repeats: give two or more runs tables to pool (got 1)"),
-        (["a.parquet", "a.parquet"], "pool_repeats: a source is given twice (['a.parquet', 'a.parquet']): its repeats"),
+        (
+            ["a.parquet", "a.parquet"],
+            "pool_repeats: a runs table is given twice (['a.parquet', 'a.parquet']): its runs",
+        ),
         (["a.parquet", "b.parquet", "--configurations", "kpad8,kpad9"], "pool_repeats: --configurations ['kpad9']"),
         (["a.parquet", "missing.parquet"], "pool_repeats: missing.parquet: no such file; give a runs table"),
         (
@@ -280,7 +283,11 @@ def test_a_configuration_of_one_source_keeps_its_repeats(tmp_path, monkeypatch):
             ["out", "a.parquet", "c.parquet"],
             "a.parquet and c.parquet hold the same run (M / sharegpt / kpad8 on h",
         ),
-        ("none", ["out", "a.parquet", "./a.parquet"], "a source is given twice (['a.parquet', './a.parquet'])"),
+        (
+            "none",
+            ["out", "a.parquet", "./a.parquet"],
+            "a runs table is given twice (['a.parquet', './a.parquet']): its runs would count twice; give each once",
+        ),
         ("none", ["a", "a-runs.parquet", "b.parquet"], "OUT_PREFIX would overwrite the source a-runs.parquet"),
         ("pooled", ["out", "p-runs.parquet", "b.parquet"], "p-runs.parquet: already a pooled table"),
         (

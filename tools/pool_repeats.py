@@ -267,9 +267,7 @@ def write_pooled(out_prefix: str, paths: list[str], configurations: str | None =
         raise ValueError(f"OUT_PREFIX {out_prefix!r}: give a folder that exists and a name prefix")
     outputs = [f"{out_prefix}-{t}.{x}" for t in ("runs", "cells") for x in ("parquet", "csv")]
     outputs.append(f"{out_prefix}-paired.md")
-    resolved = [Path(p).resolve() for p in paths]
-    if len(set(resolved)) < len(resolved):  # before the dict below, which would fold one path given twice
-        raise ValueError(f"a source is given twice ({paths}): its repeats would count twice")
+    paired.refuse_given_twice(paths)  # before the dict below, which would fold one path given twice
     sources = {p: read_source(p) for p in paths}
     check_distinct(sources, outputs)
     notes = []

@@ -200,11 +200,12 @@ def _candidates(valid: pd.DataFrame, within_best: float, phase: str) -> tuple[li
 
 
 def _padding_gain(
-    win: pd.Series, valid: pd.DataFrame, cell_runs: pd.DataFrame | None, phase: str
+    win: pd.Series, valid: pd.DataFrame, cell_runs: pd.DataFrame | None, phase: str, runner_up: str
 ) -> tuple[dict[str, Any], str]:
     """A padded pick against the best unpadded configuration at its K (nopad or suf at that K, by median):
     the columns ``unpadded, unpadded_tok_s, over_unpadded, over_unpadded_ci_low, over_unpadded_ci_high,
-    over_unpadded_n`` and the words (with :data:`PAD_METRICS_NOTE`)."""
+    over_unpadded_n`` and the words (with :data:`PAD_METRICS_NOTE`); where that configuration is the runner-up,
+    whose ratio the words already give, they only say so."""
     name, k = str(win["configuration"]), int(win["k"])
     same_k = valid[valid["method"].isin(UNPADDED_METHODS) & (valid["k"] == k)]
     cols: dict[str, Any] = {"unpadded": "", "unpadded_tok_s": float("nan"), "over_unpadded": float("nan")}
@@ -225,7 +226,10 @@ def _padding_gain(
         over_unpadded_ci_high=c["ci_high"],
         over_unpadded_n=c["n"],
     )
-    words = f"against the best unpadded configuration at the same K, {_ratio_words(name, cols['unpadded'], c)}"
+    if cols["unpadded"] == runner_up:
+        words = f"{runner_up} is the best unpadded configuration at the same K"
+    else:
+        words = f"against the best unpadded configuration at the same K, {_ratio_words(name, cols['unpadded'], c)}"
     return cols, f"{words}; {PAD_METRICS_NOTE}"
 
 
@@ -470,7 +474,7 @@ def _recommend_cell(
     faster, alone_words, tail = _controls_words(win, control_rows, cell_runs, phase, alone=len(pool) == 1)
     reason += alone_words + _edge_note(cells, model, corpus, win, method, controls)
     if method in runs.PADDED_METHODS and pd.notna(win["k"]):
-        gain, words = _padding_gain(win, valid, cell_runs, phase)
+        gain, words = _padding_gain(win, valid, cell_runs, phase, row["runner_up"])
         row.update(gain)
         reason += f"; {words}"
     if method != "van" and "van" in set(valid["configuration"]):
@@ -584,7 +588,9 @@ def to_markdown(
                 if separate
                 else ""
             )
-            + "). Rerun the chosen configuration against van before relying on it.",
+            + "). Before relying on a pick, run its cell again with the confirmation phase (config key "
+            "`confirm.enabled`, on by default), which measures the sweep's best configurations again in repeats of "
+            "their own: a sweep's best K is the highest of noisy medians.",
             "",
         ]
     if recs["method"].isin(runs.PADDED_METHODS).any():

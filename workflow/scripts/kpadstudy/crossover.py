@@ -45,9 +45,10 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
         SystemExit: naming the file and the fix, for a file given twice, missing or unreadable, one that is not a
             runs table or holds no run, a GPU run without its concurrency, and runs given twice (:func:`_doubles`).
     """
-    resolved = [Path(p).resolve() for p in paths]
-    if len(set(resolved)) < len(resolved):
-        raise SystemExit(f"crossover: a runs table is given twice: {paths}: give each once")
+    try:
+        paired.refuse_given_twice(paths)
+    except ValueError as e:
+        raise SystemExit(f"crossover: {e}") from e
     frames, left_out = [], []
     for path in paths:
         frame = _read_one(path)

@@ -126,6 +126,18 @@ REMAKE = "remake the table from the run records (tools/aggregate_records.py)"
 MISSING_TEXT = ("", "nan", "NaN", "None", "<NA>")
 
 
+def refuse_given_twice(paths: Sequence[str]) -> None:
+    """Refuse runs tables of which one is given twice, by one path or two (``a.parquet``, ``./a.parquet``): its
+    runs would count twice.
+
+    Raises:
+        ValueError: naming the paths and the fix.
+    """
+    resolved = [Path(p).resolve() for p in paths]
+    if len(set(resolved)) < len(resolved):
+        raise ValueError(f"a runs table is given twice ({list(paths)}): its runs would count twice; give each once")
+
+
 def read_runs_table(
     path: str, required: Sequence[str] = (), fix: str = "give a runs table (results/runs.parquet or a *-runs.parquet)"
 ) -> pd.DataFrame:

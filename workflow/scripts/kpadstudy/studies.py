@@ -126,8 +126,10 @@ def read_study(label: str, cells_path: str, runs_path: str | list[str], key: str
     except ValueError as err:
         raise ValueError(f"{key}.cells: {err}") from None
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path)
-    if len({Path(p).resolve() for p in paths}) < len(paths):
-        raise ValueError(f"{key}.runs: a runs table is given twice ({paths}); give each once")
+    try:
+        paired.refuse_given_twice(paths)
+    except ValueError as err:
+        raise ValueError(f"{key}.runs: {err}") from None
     runs = pd.concat([_read_runs(p, f"{key}.runs") for p in paths], ignore_index=True)
     twice = runs[runs.duplicated(paired.RUN_ID, keep=False)]
     if len(twice):
