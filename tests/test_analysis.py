@@ -267,6 +267,7 @@ def test_command_line_is_built_from_server_command_and_env():
     md = advice.to_markdown(advice.recommend(CELLS.assign(device="cpu")), cfg)
     assert "not on a confirmation rerun" in md and "no cudagraphs on CPU" in md
     assert "run its cell again with the confirmation phase (config key `confirm.enabled`, on by default)" in md
+    assert advice.PAD_METRICS_MEASURED in md and advice.CAPTURE_SIZES_NOTE not in md  # kpad4 on CPU: no graphs
 
 
 def test_compare_same_model_and_no_overlap():
@@ -514,6 +515,7 @@ def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_pla
     assert shlex.split(line) == ["ARCTIC_INFERENCE_ENABLED=0", *cmd]
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
     assert "## M / mix (cuda): nopad8" in md and "VLLM_PLUGINS" not in md and advice.PAD_METRICS_MEASURED not in md
+    assert advice.CAPTURE_SIZES_NOTE not in md  # an unpadded pick's command has no capture list
     text = summary.summary_text(advice.recommend(cells, run_table=runs_), cells, runs_).splitlines()[2]
     # nopad8 / van = 140/100, 150/110, 130/90: 1.402 (1.31-1.51)
     assert text == (
@@ -552,6 +554,7 @@ def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
     )
     md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
     assert advice.PAD_METRICS_MEASURED in md  # what was measured, said once above the cells
+    assert md.count(advice.CAPTURE_SIZES_NOTE) == 1  # the padded command's capture list, explained once
     assert "**Without the patch:**" not in md  # padding clearly ahead of nopad8: no unpadded alternative offered
     line = advice.command_line(r, SERVE_CFG)  # the padded pick keeps what the patch needs
     assert line.startswith("ARCTIC_INFERENCE_ENABLED=0 VLLM_PLUGINS=kpad VLLM_SUFFIX_PAD_UNIFORM=1 PYTHONPATH=")

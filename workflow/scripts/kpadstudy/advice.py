@@ -54,6 +54,13 @@ PAD_METRICS_MEASURED = (
     "0.32.0) padding changed no output and no accepted token, yet vLLM's rate in the last pass fell from 0.870 to "
     "0.559 (docs/kpad-patch.md; `make acceptance-metrics PROMPTS=100`)."
 )
+CAPTURE_SIZES_NOTE = (
+    "**Capture sizes in a padded command:** its `cudagraph_capture_sizes` are vLLM's token grid up to concurrency x "
+    "(1 + K) and each request count x (1 + K), so every padded decode step, the widest too, replays a FULL cudagraph "
+    "(vLLM's own list stops at 512 tokens, 1024 on Blackwell). They fit the concurrency the cell ran, its "
+    "`--max-num-seqs`: to serve more requests at once, make the list for that number "
+    "(`kpadstudy.runs.capture_sizes(max_num_seqs, K)`)."
+)
 
 
 def _best_k(valid: pd.DataFrame, method: str, within_best: float, phase: str = "sweep") -> tuple[pd.Series | None, str]:
@@ -593,8 +600,11 @@ def to_markdown(
             "their own: a sweep's best K is the highest of noisy medians.",
             "",
         ]
-    if recs["method"].isin(runs.PADDED_METHODS).any():
+    padded = recs["method"].isin(runs.PADDED_METHODS)
+    if padded.any():
         lines += [PAD_METRICS_MEASURED, ""]
+    if any("cudagraph_capture_sizes" in _command_or_empty(r, config) for _, r in recs[padded].iterrows()):
+        lines += [CAPTURE_SIZES_NOTE, ""]
     if (recs["device"] == "cpu").any():
         lines += [
             "**CPU cells:** there are no cudagraphs on CPU, so padding only adds verification work and kpad is "
@@ -616,6 +626,14 @@ def to_markdown(
                 lines += [f"No serve command: {e}.", ""]
             lines += _without_patch(r, config)
     return "\n".join(lines)
+
+
+def _command_or_empty(r: pd.Series, config: dict[str, Any]) -> str:
+    """:func:`command_line` of a recommendation, or "" where it has none."""
+    try:
+        return command_line(r, config)
+    except ValueError:
+        return ""
 
 
 def gain_not_clear(r: pd.Series) -> bool:
