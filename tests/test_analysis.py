@@ -522,6 +522,10 @@ def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_pla
         "- M / mix (sweep): serve nopad8; 1.40x (1.31-1.51, n = 3) over van; no suf number to compare with; "
         "flags: noisy (kpad4, kpad8, nopad8, van)"
     )
+    recs = advice.recommend(cells, run_table=runs_)
+    md = advice.to_markdown(recs, SERVE_CFG, flags=summary.cell_flags(recs, cells, runs_))
+    cell_md = md.split("## M / mix (cuda): nopad8\n\n")[1]  # the same flags as summary.md, under the Basis line
+    assert cell_md.split("\n\n")[1] == "**Flags:** noisy (kpad4, kpad8, nopad8, van)."
 
 
 def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():

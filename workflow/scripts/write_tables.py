@@ -120,7 +120,8 @@ def write_recommendations_and_summary(
     run_table = _read_run_tables(runs_path)
     cells = tables.read_cells(cells_path)
     recs = advice.recommend(cells, within_best, run_table, kruns.controls(config))
-    Path(out_md).write_text(advice.to_markdown(recs, config, within_best))
+    flags = summary.cell_flags(recs, cells, run_table)
+    Path(out_md).write_text(advice.to_markdown(recs, config, within_best, flags=flags))
     text = summary.summary_text(recs, cells, run_table, where, title)
     Path(summary_md).write_text(text)
     return text

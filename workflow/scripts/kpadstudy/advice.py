@@ -561,8 +561,10 @@ def to_markdown(
     config: dict[str, Any],
     within_best: float = WITHIN_BEST,
     title: str = "Recommended configuration per cell",
+    flags: dict[tuple, list[str]] | None = None,
 ) -> str:
-    """``results/recommendations.md``: per cell the choice, why (numbers), and the exact command line.
+    """``results/recommendations.md``: per cell the choice, why (numbers), its flags (``flags``: (model, corpus) ->
+    :func:`kpadstudy.summary.cell_flags`, as summary.md gives them), and the exact command line.
 
     Says whether the choice rests on confirmation reruns or on the sweep medians, and on CPU that kpad
     cannot gain there (no cudagraphs).
@@ -619,6 +621,8 @@ def to_markdown(
             f"Basis: {r['basis']} (numbers of the {r.get('phase', 'sweep')} phase). {r['reason']}.",
             "",
         ]
+        flagged = (flags or {}).get((r["model"], r["corpus"]))
+        lines += [f"**Flags:** {', '.join(flagged)}.", ""] if flagged else []
         if r["recommended"]:
             try:
                 lines += ["```bash", command_line(r, config), "```", ""]

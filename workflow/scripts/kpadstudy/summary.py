@@ -118,8 +118,7 @@ def summary_text(
         runs: the run records (sweep and confirmation) for the paired ratios and drift; None = medians.
         where: label -> path of the outputs (figures, tables, recommendations, report).
     """
-    pairs = paired.paired_table(runs) if runs is not None and len(runs) else None
-    drift = paired.drift_table(runs) if runs is not None and len(runs) else None
+    pairs, drift = _pairs_and_drift(runs)
     lines = [f"# {title}", ""]
     for _, rec in recs.iterrows():
         head = f"- {rec['model']} / {rec['corpus']} ({rec.get('phase', 'sweep')})"
@@ -128,35 +127,61 @@ def summary_text(
         if not rec["recommended"]:
             lines.append(f"{head}: nothing to advise ({rec['reason']})")
             continue
-        parts, ns = [], []
-        unpadded = rec.get("unpadded") or ""
-        for other in ("van", "suf", *([unpadded] if unpadded not in ("", "suf") else [])):
-            if rec["recommended"] == other:
-                continue
-            ratio, lo, hi, n, basis = cell_ratio(rec, other, pairs)
-            if ratio is None:
-                parts.append(f"no {other} number to compare with")
-                continue
-            parts.append(f"{_ratio_text(ratio, lo, hi, n, basis)} over {other}")
-            if basis == "paired":
-                ns.append(n)
-        if rec.get("method") in PADDED_METHODS and not unpadded:
-            parts.append(f"no unpadded run at K={rec['k']}")
-        if advice.gain_not_clear(rec):
-            parts.append(f"padding's gain not clear: {unpadded} serves without the patch (recommendations.md)")
-        if ns:
-            n_min = min(ns)
-        else:  # medians: the repeats behind the advised configuration's median
-            mine = cells[
-                (cells["model"] == rec["model"])
-                & (cells["corpus"] == rec["corpus"])
-                & (cells["configuration"] == rec["recommended"])
-            ]
-            n_min = int(mine["n_valid"].iloc[0]) if "n_valid" in mine and len(mine) else 1
-        flag = flags(rec, cells, drift, n_min)
+        parts, flag = _cell_parts(rec, cells, pairs, drift)
         lines.append(
             f"{head}: serve {rec['recommended']}; " + "; ".join(parts) + (f"; flags: {', '.join(flag)}" if flag else "")
         )
     if where:
         lines += ["", "Files:"] + [f"- {k}: {v}" for k, v in where.items()]
     return "\n".join(lines) + "\n"
+
+
+def cell_flags(recs: pd.DataFrame, cells: pd.DataFrame, runs: pd.DataFrame | None = None) -> dict[tuple, list[str]]:
+    """(model, corpus) -> the :func:`flags` of each cell with a recommendation, as :func:`summary_text` gives them
+    (for recommendations.md)."""
+    pairs, drift = _pairs_and_drift(runs)
+    return {
+        (rec["model"], rec["corpus"]): _cell_parts(rec, cells, pairs, drift)[1]
+        for _, rec in recs.iterrows()
+        if rec["recommended"]
+    }
+
+
+def _pairs_and_drift(runs: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The paired table and the drift table of the run records; (None, None) without run records."""
+    if runs is None or not len(runs):
+        return None, None
+    return paired.paired_table(runs), paired.drift_table(runs)
+
+
+def _cell_parts(
+    rec: pd.Series, cells: pd.DataFrame, pairs: pd.DataFrame | None, drift: pd.DataFrame | None
+) -> tuple[list[str], list[str]]:
+    """A recommended cell's summary: its ratios over van, suf and the best unpadded configuration at its K (or why
+    there is none), and its :func:`flags`."""
+    parts, ns = [], []
+    unpadded = rec.get("unpadded") or ""
+    for other in ("van", "suf", *([unpadded] if unpadded not in ("", "suf") else [])):
+        if rec["recommended"] == other:
+            continue
+        ratio, lo, hi, n, basis = cell_ratio(rec, other, pairs)
+        if ratio is None:
+            parts.append(f"no {other} number to compare with")
+            continue
+        parts.append(f"{_ratio_text(ratio, lo, hi, n, basis)} over {other}")
+        if basis == "paired":
+            ns.append(n)
+    if rec.get("method") in PADDED_METHODS and not unpadded:
+        parts.append(f"no unpadded run at K={rec['k']}")
+    if advice.gain_not_clear(rec):
+        parts.append(f"padding's gain not clear: {unpadded} serves without the patch (recommendations.md)")
+    if ns:
+        n_min = min(ns)
+    else:  # medians: the repeats behind the advised configuration's median
+        mine = cells[
+            (cells["model"] == rec["model"])
+            & (cells["corpus"] == rec["corpus"])
+            & (cells["configuration"] == rec["recommended"])
+        ]
+        n_min = int(mine["n_valid"].iloc[0]) if "n_valid" in mine and len(mine) else 1
+    return parts, flags(rec, cells, drift, n_min)
