@@ -579,7 +579,8 @@ def to_markdown(
         "better of its confirmed best and second-best kpad K). The pick is the first candidate by median that no "
         "other beats within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else the "
         "highest median; it is compared with the candidate closest to it, and a padded pick also with the best "
-        "unpadded configuration at its K, the only reason to carry the patch (where that gain is not clear, the "
+        "unpadded configuration at its K, the only reason to carry the patch (where that gain is not clear - its "
+        "95% interval holds 1, or below 3 repeats there is none - the "
         'unpadded configuration\'s command follows, "Without the patch"). Every number of a cell comes from '
         "one phase: its confirmation where it has one, else "
         "its sweep.",
