@@ -419,8 +419,8 @@ def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) ->
         label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
         ax.plot(line["parameters"], line["predicted"], "d--", color="grey", lw=1, markersize=4, label=label)
         for _, r in line.iterrows():
-            ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(-5, 4),
-                        textcoords="offset points", ha="right")  # fmt: skip
+            ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(3, 5),
+                        textcoords="offset points", ha="left")  # fmt: skip
         xs = pd.concat([xs, line["parameters"]])
     ax.axhline(1, color="black", lw=0.6)
     ax.set_xscale("log")
