@@ -130,8 +130,7 @@ def test_recommend_the_highest_median_against_its_runner_up_by_medians():
     assert r["reason"] == (
         "kpad4: 1.24x suf by point estimate (medians of 3 and 3 repeats, not paired); medians kpad4 149.0, "
         "suf 120.0, van 100.0 tok/s; K=4 is at the edge of the swept Ks 4-8: a K beyond may do better"
-        "; kpad4 has no unpadded run at K=4 (no nopad4): what padding adds over plain suffix decoding there is not "
-        "measured; " + advice.PAD_METRICS_NOTE
+        "; suf is the best unpadded configuration at any K (none ran at K=4); " + advice.PAD_METRICS_NOTE
     )
 
 
@@ -158,17 +157,20 @@ def test_recommend_by_the_paired_interval_when_runs_are_given():
     clear = _runs({"kpad4": [150.0, 144.0, 225.0], "suf": [120.0, 120.0, 180.0]})
     r = advice.recommend(CELLS, run_table=clear).iloc[0]
     assert (r["recommended"], r["runner_up"], r["n"], r["clear"]) == ("kpad4", "suf", 3, True)
-    assert r["reason"].startswith("kpad4: 1.23x suf (1.16-1.31, 95% CI, 3 of 3 repeats); medians kpad4 149.0"), r[
-        "reason"
-    ]
+    assert r["reason"].startswith(
+        "kpad4: 1.23x suf (1.16-1.31, 95% CI, 3 of 3 repeats favour kpad4); medians kpad4 149.0"
+    ), r["reason"]
     mixed = _runs({"kpad4": [150.0, 110.0, 190.0], "suf": [120.0, 120.0, 180.0]})  # 1.25, 0.92, 1.06
     r = advice.recommend(CELLS, run_table=mixed).iloc[0]
     assert bool(r["clear"]) is False and r["reason"].startswith(
-        "no clear winner between kpad4 and suf (0.72-1.57, 95% CI, 2 of 3 repeats); kpad4 has the higher point estimate"
+        "no clear winner between kpad4 and suf (0.72-1.57, 95% CI, 2 of 3 repeats favour kpad4); kpad4 has the higher "
+        "point estimate"
     ), r["reason"]
     two = _runs({"kpad4": [150.0, 144.0], "suf": [120.0, 120.0]})
     r = advice.recommend(CELLS, run_table=two).iloc[0]
-    assert r["reason"].startswith("kpad4: 1.22x suf by point estimate (n = 2, 2 of 2 repeats)"), r["reason"]
+    assert r["reason"].startswith("kpad4: 1.22x suf by point estimate (n = 2, 2 of 2 repeats favour kpad4)"), r[
+        "reason"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -217,8 +219,7 @@ def test_a_confirmed_cell_is_advised_from_its_confirmation_only():
     assert r["reason"] == (
         "kpad4: 1.12x suf by point estimate (medians of 3 and 3 repeats, not paired); medians kpad4 145.0, "
         "suf 130.0, van 98.0 tok/s; K=4 is at the edge of the swept Ks 4-8: a K beyond may do better"
-        "; kpad4 has no unpadded run at K=4 (no nopad4): what padding adds over plain suffix decoding there is not "
-        "measured; " + advice.PAD_METRICS_NOTE
+        "; suf is the best unpadded configuration at any K (none ran at K=4); " + advice.PAD_METRICS_NOTE
     )
 
 
@@ -323,9 +324,9 @@ def test_recommend_follows_the_paired_repeats_over_medians_of_another_phase():
     r = advice.recommend(cells, run_table=sweep).iloc[0]
     assert (r["recommended"], r["runner_up"], r["method"]) == ("suf", "kpad4", "suf")
     assert r["ratio"] == pytest.approx(1 / ((110 / 120) * (108 / 125) * (112 / 118)) ** (1 / 3))
-    assert r["reason"].startswith("no clear winner between suf and kpad4 (0.98-1.24, 95% CI, 3 of 3 repeats); suf"), r[
-        "reason"
-    ]
+    assert r["reason"].startswith(
+        "no clear winner between suf and kpad4 (0.98-1.24, 95% CI, 3 of 3 repeats favour suf); suf"
+    ), r["reason"]
 
 
 def test_recommend_keeps_the_name_of_a_named_kpad_entry():
@@ -506,7 +507,8 @@ def test_nopad_that_beats_every_kpad_k_in_every_repeat_is_recommended_with_a_pla
     )
     assert (r["n"], r["clear"], r["unpadded"]) == (3, True, "")  # an unpadded pick has no padding gain to state
     assert r["reason"] == (
-        "nopad8: 1.27x kpad8 (1.21-1.34, 95% CI, 3 of 3 repeats); medians nopad8 140.0, kpad8 110.0, van 100.0 tok/s; "
+        "nopad8: 1.27x kpad8 (1.21-1.34, 95% CI, 3 of 3 repeats favour nopad8); medians nopad8 140.0, kpad8 110.0, "
+        "van 100.0 tok/s; "
         "K=8 is at the edge of the swept Ks 4-8: a K beyond may do better"
     )
     line = advice.command_line(r, SERVE_CFG)
@@ -548,10 +550,11 @@ def test_a_padded_pick_says_how_much_it_beats_the_unpadded_one_at_its_k():
         pytest.approx(1.3302, abs=1e-4),
     )
     assert r["reason"] == (
-        "no clear winner between kpad8 and suf (0.98-1.21, 95% CI, 3 of 3 repeats); kpad8 has the higher point "
+        "no clear winner between kpad8 and suf (0.98-1.21, 95% CI, 3 of 3 repeats favour kpad8); kpad8 has the higher "
+        "point "
         "estimate; medians kpad8 120.0, suf 110.0, van 100.0, nopad8 100.0 tok/s; K=8 is at the edge of the swept "
         "Ks 4-8: a K beyond may do better; against the best unpadded configuration at the same K, kpad8: 1.20x "
-        "nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats); " + advice.PAD_METRICS_NOTE
+        "nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats favour kpad8); " + advice.PAD_METRICS_NOTE
     )
     assert "1.20x (1.08-1.33, n = 3) over nopad8" in summary.summary_text(
         advice.recommend(cells, run_table=runs_), cells, runs_
@@ -577,7 +580,8 @@ def test_a_padded_pick_without_a_clear_gain_over_unpadded_also_gets_the_unpadded
     assert unpadded.startswith(
         "kpad8 / nopad8 1.13x (0.85-1.49, n = 3): padding's gain is not clear. nopad8 needs no K-pad patch (vLLM's "
         "suffix decoding from arctic-inference's suffix tree, the K-pad plugin not loaded) at an estimated 0.89x "
-        "kpad8's output tok/s; serve it if the patch is not worth carrying for that:\n\n```bash\n"
+        "kpad8's output tok/s (the inverse of kpad8 / nopad8); serve it if the patch is not worth carrying for "
+        "that:\n\n```bash\n"
         "ARCTIC_INFERENCE_ENABLED=0 taskset -c 0-3 "
     )
     nopad8 = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[4])
@@ -660,7 +664,9 @@ def test_the_pick_is_the_candidate_no_other_beats_within_repeats():
     r = advice.recommend(cells, run_table=runs_).iloc[0]
     assert (r["recommended"], r["runner_up"], r["n"]) == ("suf", "nopad8", 3)
     assert r["ratio"] == pytest.approx(((120 / 110) * (120 / 125) * (220 / 210)) ** (1 / 3))
-    assert r["reason"].startswith("no clear winner between suf and nopad8 (0.88-1.21, 95% CI, 2 of 3 repeats); suf has")
+    assert r["reason"].startswith(
+        "no clear winner between suf and nopad8 (0.88-1.21, 95% CI, 2 of 3 repeats favour suf); suf has"
+    )
     assert "suf has the higher point estimate within repeats (nopad8 has the higher median)" in r["reason"]
 
 
@@ -685,7 +691,8 @@ def test_candidates_that_beat_one_another_in_a_cycle_fall_back_to_the_highest_me
     r = advice.recommend(tables.cells(runs_), run_table=runs_).iloc[0]
     assert (r["recommended"], r["runner_up"], r["clear"]) == ("van", "ngram7", False)
     assert r["reason"] == (
-        "no clear winner between van and ngram7 (single measurement, 0 of 1 repeats); ngram7 has the higher point "
+        "no clear winner between van and ngram7 (single measurement, 0 of 1 repeats favour van); ngram7 has the higher "
+        "point "
         "estimate within repeats, van the higher median; medians van 110.0, ngram7 105.0, suf 105.0 tok/s; within "
         "repeats each candidate is beaten by another, so the pick is the highest median"
     )
@@ -768,6 +775,48 @@ def test_a_padded_pick_whose_runner_up_is_the_unpadded_one_gives_that_ratio_once
     r = advice.recommend(cells, run_table=runs_).iloc[0]
     assert (r["recommended"], r["runner_up"], r["unpadded"]) == ("kpad8", "nopad8", "nopad8")
     assert r["reason"] == (
-        "kpad8: 1.20x nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats); medians kpad8 120.0, nopad8 100.0 tok/s; "
+        "kpad8: 1.20x nopad8 (1.08-1.33, 95% CI, 3 of 3 repeats favour kpad8); medians kpad8 120.0, nopad8 100.0 "
+        "tok/s; "
         "nopad8 is the best unpadded configuration at the same K; " + advice.PAD_METRICS_NOTE
     )
+
+
+def test_the_highest_median_passed_over_within_repeats_is_named_with_what_beats_it():
+    """Medians nopad8 111, van 110, suf 109, kpad8 105. Within repeats van beats nopad8 (90/100, 112/110, 111/110:
+    logs -0.1054, 0.0180, 0.0091, mean -0.0261, sd 0.0688, t(2) 4.303 x sd / sqrt(3) = 0.1709: 0.97x, 0.82-1.16)
+    and no candidate beats van, so van is the pick; suf comes closest to it (1.01x), so the words on the pick and its
+    runner-up would not say why nopad8, the highest median, is not the pick."""
+    runs_, cells = _cells_of(
+        {
+            "van": [100.0, 110.0, 110.0],
+            "suf": [99.0, 109.0, 109.0],
+            "kpad8": [95.0, 105.0, 108.0],
+            "nopad8": [90.0, 112.0, 111.0],
+        }
+    )
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"]) == ("van", "suf")
+    assert (
+        "; nopad8 has the highest median but is behind within repeats: nopad8: 0.97x van (0.82-1.16, 95% CI, 2 of 3 "
+        "repeats favour nopad8)" in r["reason"]
+    ), r["reason"]
+
+
+def test_a_padded_pick_without_an_unpadded_run_at_its_k_is_set_against_the_best_unpadded_at_any_k():
+    """kpad8 / nopad4 = 1.04, 1.00, 1.10: logs 0.0392, 0, 0.0953, mean 0.0448, sd 0.0477, t(2) 4.303 x sd / sqrt(3)
+    = 0.1186: 1.05x (0.93-1.18). No nopad8 ran, so nopad4, the best unpadded configuration at any K, is what the
+    patch must beat; it does not clearly, so nopad4's command follows at 1 / 1.0459 = 0.96x kpad8's output tok/s."""
+    runs_, cells = _cells_of({"kpad8": [104.0, 100.0, 110.0], "nopad4": [100.0] * 3})
+    r = advice.recommend(cells, run_table=runs_).iloc[0]
+    assert (r["recommended"], r["runner_up"], r["unpadded"], r["over_unpadded_n"]) == ("kpad8", "nopad4", "nopad4", 3)
+    assert r["reason"].endswith(
+        "; nopad4 is the best unpadded configuration at any K (none ran at K=8); " + advice.PAD_METRICS_NOTE
+    ), r["reason"]
+    md = advice.to_markdown(advice.recommend(cells, run_table=runs_), SERVE_CFG)
+    unpadded = md.split("**Without the patch:** ")[1]
+    assert unpadded.startswith(
+        "kpad8 / nopad4 1.05x (0.93-1.18, n = 3): padding's gain is not clear. nopad4 needs no K-pad patch "
+    )
+    assert "at an estimated 0.96x kpad8's output tok/s (the inverse of kpad8 / nopad4)" in unpadded
+    nopad4 = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[3])
+    assert shlex.split(unpadded.split("```bash\n")[1].split("\n```")[0]) == ["ARCTIC_INFERENCE_ENABLED=0", *nopad4]

@@ -30,14 +30,15 @@ def _runs():
 def test_summary_gives_paired_ratios_with_intervals_and_flags():
     """kpad8/van: geometric mean of 1.2, 1.2, 1.3 = 1.872^(1/3) = 1.232; kpad8/suf: (1.0909^2 x 1.1818)^(1/3)
     = 1.120. kpad8's repeats 120 / 240 / 130: median 130, MAD 10 = 7.7% > 5%: noisy. The r2 doubling moves
-    every configuration alike and drifts none (last / first: van 1.00, suf 1.00, kpad8 1.08 < 1.10)."""
+    every configuration alike and drifts none (last / first: van 1.00, suf 1.00, kpad8 1.08 < 1.10). No nopad8 ran:
+    suf (K=32) is the best unpadded configuration, and kpad8's gain over it holds 1, so suf serves without the patch."""
     runs = _runs()
     cells = tables.cells(runs)
     text = summary.summary_text(advice.recommend(cells, 0.01, runs), cells, runs, {"figures": "figures/"})
     assert text == (
         "# K-pad study: summary\n\n"
         "- M / c (sweep): serve kpad8; 1.23x (1.10-1.38, n = 3) over van; 1.12x (1.00-1.26, n = 3) over suf; "
-        "no unpadded run at K=8; flags: noisy (kpad8)\n"
+        "padding's gain not clear: suf serves without the patch (recommendations.md); flags: noisy (kpad8)\n"
         "- M / d (sweep): serve van; no suf number to compare with; flags: no valid run (kpad4: lost), "
         "single measurement\n\n"
         "Files:\n- figures: figures/\n"

@@ -133,18 +133,20 @@ def _verdict(a: str, b: str, c: dict[str, Any], b_higher_median: bool = False) -
     if c["ratio"] < 1:  # only where every candidate is beaten within repeats by another (:func:`_settle`)
         what = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}" if c["ci_low"] is not None else c["label"]
         return False, (
-            f"no clear winner between {a} and {b} ({what}, {c['favour']} of {c['n']} repeats); {b} has the higher "
+            f"no clear winner between {a} and {b} ({what}, {c['favour']} of {c['n']} repeats favour {a}); {b} has the "
+            "higher "
             f"point estimate within repeats, {a} the higher median"
         )
     if c["ci_low"] is not None:
-        spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}, {c['favour']} of {c['n']} repeats"
+        spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}, {c['favour']} of {c['n']} repeats favour {a}"
         if c["ci_low"] > 1:
             return True, f"{a}: {c['ratio']:.2f}x {b} ({spread})"
         return False, (
             f"no clear winner between {a} and {b} ({spread}); {a} has the higher point estimate{median_note}"
         )
     if c["basis_ratio"] == "paired":
-        return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}, {c['favour']} of {c['n']} repeats)"
+        favour = f"{c['favour']} of {c['n']} repeats favour {a}"
+        return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']}, {favour})"
     return None, f"{a}: {c['ratio']:.2f}x {b} by point estimate ({c['label']})"
 
 
@@ -177,15 +179,33 @@ def _settle(
     return win, runner, cmp(win, runner), not unbeaten
 
 
+def _passed_over(
+    top: pd.Series,
+    win: pd.Series,
+    runner: pd.Series,
+    pool: list[pd.Series],
+    cell_runs: pd.DataFrame | None,
+    phase: str,
+) -> str:
+    """Why the candidate of the highest median is not the pick, where the words on the pick and its runner-up do not
+    name it: the candidate that beats it by the most within repeats, and by how much; "" otherwise."""
+    if top["configuration"] in (win["configuration"], runner["configuration"]):
+        return ""
+    versus = {str(b["configuration"]): _comparison(top, b, cell_runs, phase) for b in pool if b is not top}
+    beater = min(versus, key=lambda name: versus[name]["ratio"])
+    words = _ratio_words(str(top["configuration"]), beater, versus[beater])
+    return f"; {top['configuration']} has the highest median but is behind within repeats: {words}"
+
+
 def _ratio_words(a: str, b: str, c: dict[str, Any]) -> str:
     """:func:`_comparison` ``c`` of ``a`` over ``b``: ``"kpad8: 1.20x nopad8 (1.05-1.37, 95% CI, 3 of 3
-    repeats)"``, ``"kpad8: 1.20x nopad8 (n = 2, 2 of 2 repeats)"`` or ``"kpad8: 1.20x nopad8 (medians of 3 and 3
-    repeats, not paired)"``."""
+    repeats favour kpad8)"``, ``"kpad8: 1.20x nopad8 (n = 2, 2 of 2 repeats favour kpad8)"`` or ``"kpad8: 1.20x
+    nopad8 (medians of 3 and 3 repeats, not paired)"``."""
     if c["ci_low"] is not None:
         spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}"
-        return f"{a}: {c['ratio']:.2f}x {b} ({spread}, {c['favour']} of {c['n']} repeats)"
+        return f"{a}: {c['ratio']:.2f}x {b} ({spread}, {c['favour']} of {c['n']} repeats favour {a})"
     if c["basis_ratio"] == "paired":
-        return f"{a}: {c['ratio']:.2f}x {b} ({c['label']}, {c['favour']} of {c['n']} repeats)"
+        return f"{a}: {c['ratio']:.2f}x {b} ({c['label']}, {c['favour']} of {c['n']} repeats favour {a})"
     return f"{a}: {c['ratio']:.2f}x {b} ({c['label']})"
 
 
@@ -209,21 +229,22 @@ def _candidates(valid: pd.DataFrame, within_best: float, phase: str) -> tuple[li
 def _padding_gain(
     win: pd.Series, valid: pd.DataFrame, cell_runs: pd.DataFrame | None, phase: str, runner_up: str
 ) -> tuple[dict[str, Any], str]:
-    """A padded pick against the best unpadded configuration at its K (nopad or suf at that K, by median):
-    the columns ``unpadded, unpadded_tok_s, over_unpadded, over_unpadded_ci_low, over_unpadded_ci_high,
-    over_unpadded_n`` and the words (with :data:`PAD_METRICS_NOTE`); where that configuration is the runner-up,
-    whose ratio the words already give, they only say so."""
+    """A padded pick against the best unpadded configuration at its K (nopad or suf at that K, by median), or where
+    none ran at its K, the best unpadded configuration of the cell at any K: the columns ``unpadded,
+    unpadded_tok_s, over_unpadded, over_unpadded_ci_low, over_unpadded_ci_high, over_unpadded_n`` and the words
+    (with :data:`PAD_METRICS_NOTE`); where that configuration is the runner-up, whose ratio the words already give,
+    they only say so."""
     name, k = str(win["configuration"]), int(win["k"])
-    same_k = valid[valid["method"].isin(UNPADDED_METHODS) & (valid["k"] == k)]
+    unpadded = valid[valid["method"].isin(UNPADDED_METHODS)]
+    same_k = unpadded[unpadded["k"] == k]
     cols: dict[str, Any] = {"unpadded": "", "unpadded_tok_s": float("nan"), "over_unpadded": float("nan")}
     cols.update(over_unpadded_ci_low=None, over_unpadded_ci_high=None, over_unpadded_n=0)
-    if not len(same_k):
-        words = (
-            f"{name} has no unpadded run at K={k} (no nopad{k}): what padding adds over plain suffix decoding "
-            "there is not measured"
-        )
+    missing = f"{name} has no unpadded run at K={k} (no nopad{k})"
+    if not len(unpadded):
+        words = f"{missing}: what padding adds over plain suffix decoding there is not measured"
         return cols, f"{words}; {PAD_METRICS_NOTE}"
-    unp = same_k.sort_values("output_tok_s_median", ascending=False, kind="stable").iloc[0]
+    pool = same_k if len(same_k) else unpadded
+    unp = pool.sort_values("output_tok_s_median", ascending=False, kind="stable").iloc[0]
     c = _comparison(win, unp, cell_runs, phase)
     cols.update(
         unpadded=str(unp["configuration"]),
@@ -233,10 +254,11 @@ def _padding_gain(
         over_unpadded_ci_high=c["ci_high"],
         over_unpadded_n=c["n"],
     )
+    which = "at the same K" if len(same_k) else f"at any K (none ran at K={k})"
     if cols["unpadded"] == runner_up:
-        words = f"{runner_up} is the best unpadded configuration at the same K"
+        words = f"{runner_up} is the best unpadded configuration {which}"
     else:
-        words = f"against the best unpadded configuration at the same K, {_ratio_words(name, cols['unpadded'], c)}"
+        words = f"against the best unpadded configuration {which}, {_ratio_words(name, cols['unpadded'], c)}"
     return cols, f"{words}; {PAD_METRICS_NOTE}"
 
 
@@ -367,7 +389,8 @@ def recommend(
         ``van_tok_s``, ``suf_tok_s``, ``recommended_tok_s`` (the recommendation's median), ``runner_up``,
         ``runner_up_tok_s``, ``ratio`` (winner / runner-up), ``ci_low``, ``ci_high`` (None below 3 paired repeats),
         ``n``, ``clear`` (True: the interval lies above 1; False: it holds 1; None: no interval), ``unpadded`` (a padded
-        pick's best unpadded configuration at its K, "" when none or not padded), ``unpadded_tok_s``, ``over_unpadded``
+        pick's best unpadded configuration at its K, else at any K, "" when none or not padded), ``unpadded_tok_s``,
+        ``over_unpadded``
         (pick / unpadded, within repeats where both ran), ``over_unpadded_ci_low``, ``over_unpadded_ci_high``,
         ``over_unpadded_n``, ``van_runner`` (the pick and van ran on different model runners or async scheduling:
         :func:`runner_note`; "" when not), ``faster_controls`` (the controls that beat the recommendation: within
@@ -467,6 +490,8 @@ def _recommend_cell(
         reason = f"{words}; medians {listed} tok/s"
         if cycle:
             reason += "; within repeats each candidate is beaten by another, so the pick is the highest median"
+        else:
+            reason += _passed_over(pool[0], win, runner, pool, cell_runs, phase)
         if "van" in {win["method"], runner["method"]} and win["method"] != runner["method"]:
             van, other = (win, runner) if win["method"] == "van" else (runner, win)
             note = runner_note(cell_runs, phase, str(van["configuration"]), str(other["configuration"]))
@@ -577,9 +602,11 @@ def to_markdown(
         f"config); kpad and nopad count by their best K (the smallest within {100 * within_best:g}% of the method's "
         "best median output tok/s; kpad Ks whose runs lost their FULL cudagraphs left out; in a confirmed cell the "
         "better of its confirmed best and second-best kpad K). The pick is the first candidate by median that no "
-        "other beats within repeats (paired, 95% t-interval from 3 repeats) where run records exist, else the "
+        "other beats within repeats (a paired ratio below 1 by its point estimate; its 95% t-interval, from 3 or more "
+        "repeats, says whether a win is clear) where run records exist, else the "
         "highest median; it is compared with the candidate closest to it, and a padded pick also with the best "
-        "unpadded configuration at its K, the only reason to carry the patch (where that gain is not clear - its "
+        "unpadded configuration at its K (where none ran there, at any K), the only reason to carry the patch "
+        "(where that gain is not clear - its "
         "95% interval holds 1, or below 3 repeats there is none - the "
         'unpadded configuration\'s command follows, "Without the patch"). Every number of a cell comes from '
         "one phase: its confirmation where it has one, else "
@@ -642,7 +669,8 @@ def _command_or_empty(r: pd.Series, config: dict[str, Any]) -> str:
 
 
 def gain_not_clear(r: pd.Series) -> bool:
-    """Whether a recommendation is padded and its gain over the best unpadded configuration at its K is not clear:
+    """Whether a recommendation is padded and its gain over the best unpadded configuration (at its K, else at any K,
+    :func:`_padding_gain`) is not clear:
     the paired interval holds 1, or there is none (below 3 repeats, or medians only). False without an unpadded run
     at its K."""
     low = r.get("over_unpadded_ci_low")
@@ -669,7 +697,8 @@ def _without_patch(r: pd.Series, config: dict[str, Any]) -> list[str]:
     return [
         f"**Without the patch:** {why}. {unpadded} needs no K-pad patch (vLLM's suffix decoding from "
         f"arctic-inference's suffix tree, the K-pad plugin not loaded) at an estimated {1 / r['over_unpadded']:.2f}x "
-        f"{pick}'s output tok/s; serve it if the patch is not worth carrying for that:",
+        f"{pick}'s output tok/s (the inverse of {pick} / {unpadded}); serve it if the patch is not worth carrying "
+        "for that:",
         "",
         "```bash",
         command_line(alternative, config),
