@@ -375,6 +375,13 @@ def _study_lines(study: pd.DataFrame | None) -> list[str]:
     return lines
 
 
+def _label_left(r: pd.Series, cells: pd.DataFrame) -> bool:
+    """Whether a cell's label goes left of its mark: below 1 with a larger model's cell within 4x to its right,
+    whose interval the label would cross."""
+    right = cells["parameters"].between(r["parameters"] * 1.01, r["parameters"] * 4)
+    return bool(r["ratio"] < 1 and right.any())
+
+
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
     """Each measured cell with its interval, one colour per GPU (hollow: a confirmation phase), its prediction as a
     black mark (+ in the fit, x out of sample); a model measured on several GPUs is drawn a little apart per GPU and
@@ -387,11 +394,13 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
             face = "none" if r["phase"] == "confirm" else f"C{i}"
             ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']}\n{r['phase']}, K={r['k']}, n={r['n']}"
+            name = f"{r['model']}" + (f" (for {r['stand_in_for']})" if r["stand_in_for"] else "")
+            name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
             name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
             name += f", {gpu}" if several[r["model"]] > 1 else ""
-            name += "\nstand-in: " + r["stand_in_for"] if r["stand_in_for"] else ""
-            ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
+            left = _label_left(r, cells)
+            ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(-6 if left else 6, -3), textcoords="offset points",
+                        va="top", ha="right" if left else "left")  # fmt: skip
             if pd.notna(r["predicted"]):
                 mark = "+" if r["fitted_on_this"] is True else "x"
                 ax.plot(x, r["predicted"], marker=mark, color="black", linestyle="none")
