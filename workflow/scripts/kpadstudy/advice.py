@@ -13,11 +13,12 @@ The pick is the first candidate, by median output tok/s, that no other candidate
 repeats outrank medians taken at other times; where each is beaten by another, the highest median), and its
 runner-up the candidate closest to it (:func:`_settle`). With run records of both (the same repeats), the choice
 is stated by the paired comparison (:mod:`kpadstudy.paired`): "kpad8: 1.30x suf (1.18-1.41, 95% CI, 3 of 3
-repeats)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)" when it holds
-1; with 1 or 2 repeats it is a point estimate labelled "single measurement" or "n = 2". Without run records
-(published cells) it is the ratio of medians, labelled by how many repeats each median has. A best K at the
+repeats favour kpad8)" when the interval lies above 1, "no clear winner between kpad8 and suf (0.97-1.08, ...)"
+when it holds 1; with 1 or 2 repeats it is a point estimate labelled "single measurement" or "n = 2". Without run
+records (published cells) it is the ratio of medians, labelled by how many repeats each median has. A best K at the
 edge of the swept range says so. A padded pick (kpad, kpadauto) also says how it compares with the best unpadded
-configuration at its K (nopad or suf at that K), the only reason to carry the patch, and that vLLM's acceptance
+configuration at its K (nopad or suf at that K; where none ran there, at any K), the only reason to carry the
+patch, and that vLLM's acceptance
 metrics count its pad tokens as draft tokens; where that gain is not clear (its interval holds 1, or there is no
 interval), recommendations.md also gives that unpadded configuration's command, which needs no patch.
 A comparison of van with a speculative configuration says when they ran on different model runners or async
@@ -133,9 +134,8 @@ def _verdict(a: str, b: str, c: dict[str, Any], b_higher_median: bool = False) -
     if c["ratio"] < 1:  # only where every candidate is beaten within repeats by another (:func:`_settle`)
         what = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}" if c["ci_low"] is not None else c["label"]
         return False, (
-            f"no clear winner between {a} and {b} ({what}, {c['favour']} of {c['n']} repeats favour {a}); {b} has the "
-            "higher "
-            f"point estimate within repeats, {a} the higher median"
+            f"no clear winner between {a} and {b} ({what}, {c['favour']} of {c['n']} repeats favour {a}); "
+            f"{b} has the higher point estimate within repeats, {a} the higher median"
         )
     if c["ci_low"] is not None:
         spread = f"{c['ci_low']:.2f}-{c['ci_high']:.2f}, {c['label']}, {c['favour']} of {c['n']} repeats favour {a}"
@@ -603,14 +603,12 @@ def to_markdown(
         "best median output tok/s; kpad Ks whose runs lost their FULL cudagraphs left out; in a confirmed cell the "
         "better of its confirmed best and second-best kpad K). The pick is the first candidate by median that no "
         "other beats within repeats (a paired ratio below 1 by its point estimate; its 95% t-interval, from 3 or more "
-        "repeats, says whether a win is clear) where run records exist, else the "
-        "highest median; it is compared with the candidate closest to it, and a padded pick also with the best "
-        "unpadded configuration at its K (where none ran there, at any K), the only reason to carry the patch "
-        "(where that gain is not clear - its "
-        "95% interval holds 1, or below 3 repeats there is none - the "
-        'unpadded configuration\'s command follows, "Without the patch"). Every number of a cell comes from '
-        "one phase: its confirmation where it has one, else "
-        "its sweep.",
+        "repeats, says whether a win is clear) where run records exist, else the highest median; it is compared "
+        "with the candidate closest to it, and a padded pick also with the best unpadded configuration at its K "
+        "(where none ran there, at any K), the only reason to carry the patch (where that gain is not clear - its "
+        "95% interval holds 1, or below 3 repeats there is none - the unpadded configuration's command follows, "
+        '"Without the patch"). Every number of a cell comes from one phase: its confirmation where it has one, '
+        "else its sweep.",
         "",
     ]
     unconfirmed = int((recs.get("phase", pd.Series("sweep", index=recs.index)) != "confirm").sum())
@@ -670,9 +668,8 @@ def _command_or_empty(r: pd.Series, config: dict[str, Any]) -> str:
 
 def gain_not_clear(r: pd.Series) -> bool:
     """Whether a recommendation is padded and its gain over the best unpadded configuration (at its K, else at any K,
-    :func:`_padding_gain`) is not clear:
-    the paired interval holds 1, or there is none (below 3 repeats, or medians only). False without an unpadded run
-    at its K."""
+    :func:`_padding_gain`) is not clear: the paired interval holds 1, or there is none (below 3 repeats, or medians
+    only). False where the cell has no unpadded run."""
     low = r.get("over_unpadded_ci_low")
     clear = low is not None and not pd.isna(low) and low > 1
     return r.get("method") in runs.PADDED_METHODS and bool(r.get("unpadded")) and not clear

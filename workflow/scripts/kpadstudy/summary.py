@@ -157,8 +157,8 @@ def _pairs_and_drift(runs: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd
 def _cell_parts(
     rec: pd.Series, cells: pd.DataFrame, pairs: pd.DataFrame | None, drift: pd.DataFrame | None
 ) -> tuple[list[str], list[str]]:
-    """A recommended cell's summary: its ratios over van, suf and the best unpadded configuration at its K (or why
-    there is none), and its :func:`flags`."""
+    """A recommended cell's summary: its ratios over van, suf and a padded pick's best unpadded configuration (at its
+    K, else at any K; or why there is none), and its :func:`flags`."""
     parts, ns = [], []
     unpadded = rec.get("unpadded") or ""
     for other in ("van", "suf", *([unpadded] if unpadded not in ("", "suf") else [])):
