@@ -394,7 +394,7 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
             face = "none" if r["phase"] == "confirm" else f"C{i}"
             ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']}" + (f" (for {r['stand_in_for']})" if r["stand_in_for"] else "")
+            name = f"{r['model']}" + (f" (stand-in for {r['stand_in_for']})" if r["stand_in_for"] else "")
             name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
             name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
             name += f", {gpu}" if several[r["model"]] > 1 else ""
