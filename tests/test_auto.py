@@ -192,6 +192,11 @@ def test_a_step_runs_unpadded_only_when_that_costs_less_per_expected_token():
     assert auto.choose_step(real, lengths, p, costs, _unpadded()) == 2
     assert auto.choose_step(real, lengths, p, costs, _unpadded(), explore=True) == auto.UNPADDED
     assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.013)), explore=True) == 4  # next longer
+    # timed and looking worse: timed again where the plugin asks (every other exploration step), only there
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.013)), True, True) == auto.UNPADDED
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.013)), retime_unpadded=True) == 2
+    # looking better: the other exploration steps still time a padded length (the next longer than L2)
+    assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.0129)), explore=True) == 4
     assert auto.choose_step(real, lengths, p, None, _unpadded((11, 0.001))) == 4  # no padded costs: pad to cover
 
 

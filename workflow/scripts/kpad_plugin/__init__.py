@@ -420,7 +420,10 @@ def _patch_scheduler(pad: bool) -> None:
             real_lens, p = [len(real) for _, real in requests], state.acceptance.probabilities()
             length = auto.choose_step(real_lens, state.lengths, p, state.costs, state.unpadded)
             if explore:
-                tried = auto.choose_step(real_lens, state.lengths, p, state.costs, state.unpadded, explore=True)
+                retime = (state.steps // state.explore_every) % 2 == 1  # every other exploration step
+                tried = auto.choose_step(
+                    real_lens, state.lengths, p, state.costs, state.unpadded, explore=True, retime_unpadded=retime
+                )
                 explore, length = tried != length, tried
             unpadded = length == auto.UNPADDED
             length = k if unpadded else length  # unpadded: every real draft as proposed (at most K), nothing cut

@@ -28,8 +28,10 @@ Unpadded steps (``KPAD_AUTO_UNPADDED=1``, :func:`choose_step`): the step may als
 unpadded, every request with its own real draft (a non-uniform batch: vLLM's PIECEWISE graphs). Its expected tokens
 are those of the uncut drafts; its cost ``U(v)``, with v the tokens the step verifies (requests + real draft
 tokens), is learned online from the unpadded steps the run executes (:class:`UnpaddedCosts`); until one has been
-timed, every exploration step runs unpadded. The step runs unpadded when ``tokens / U(v)`` beats the best padded
-length's ``tokens(L*) / cost(L*)``.
+timed, every exploration step runs unpadded; after that, every other exploration step runs unpadded and the others
+run the next longer padded length than L* (L* itself when it covers every draft), whichever mode the estimates
+favour, so neither mode's cost goes stale while the other is chosen. Outside exploration the step runs unpadded
+when ``tokens / U(v)`` beats the best padded length's ``tokens(L*) / cost(L*)``.
 
 Skipping speculation (:func:`no_draft_pays`): when L* = 0 even if every request had a full draft of K_max
 tokens, it is 0 for every draft suffix decoding could propose to the same requests, so the next step's
@@ -437,22 +439,26 @@ def choose_step(
     costs: StepCosts | None,
     unpadded: UnpaddedCosts | None,
     explore: bool = False,
+    retime_unpadded: bool = False,
 ) -> int:
     """The next decode step's draft length (:func:`choose_length`), or :data:`UNPADDED` when the step pays more
     unpadded: expected tokens of the uncut drafts / :meth:`UnpaddedCosts.cost` of the tokens they verify, against
     the best padded length's tokens / cost. With ``unpadded`` None (``KPAD_AUTO_UNPADDED`` off) or without measured
-    padded costs: :func:`choose_length`. ``explore``: an unpadded step while none has been timed, else
-    :func:`choose_length`'s exploration.
+    padded costs: :func:`choose_length`. ``explore``: an unpadded step while none has been timed or when
+    ``retime_unpadded`` (the plugin sets it on every other exploration step), else :func:`choose_length`'s
+    exploration, even where the unpadded step would pay more (so padded costs are timed again too).
     """
     cover = covering_length(lengths, max(real_lens, default=0))
     if unpadded is None or costs is None or any(n not in costs.table for n in lengths if n <= cover):
         return choose_length(real_lens, lengths, p, costs, explore=explore)
     padded = choose_length(real_lens, lengths, p, costs)
-    if unpadded.samples == 0:  # never timed: tried on an exploration step, never chosen on an estimate
-        return UNPADDED if explore else padded
+    if explore and (unpadded.samples == 0 or retime_unpadded):  # never timed, or timed again
+        return UNPADDED
+    if explore:  # the other exploration steps time a padded length, whichever mode the estimates favour
+        return choose_length(real_lens, lengths, p, costs, explore=True)
+    if unpadded.samples == 0:  # never timed: never chosen on an estimate
+        return padded
     n = len(real_lens)
     padded_rate = expected_tokens(real_lens, padded, p) / max(costs.cost(padded, n), 1e-9)
     unpadded_rate = expected_tokens(real_lens, cover, p) / unpadded.cost(n + sum(real_lens))
-    if unpadded_rate > padded_rate * (1 + 1e-9):
-        return UNPADDED
-    return choose_length(real_lens, lengths, p, costs, explore=True) if explore else padded
+    return UNPADDED if unpadded_rate > padded_rate * (1 + 1e-9) else padded
