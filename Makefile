@@ -147,6 +147,8 @@ FROM_CACHE_gpu-widened-8b-crossover := config/gpu/widened-8b-crossover.yaml conf
 FROM_CACHE_gpu-widened-8b-auto-unpadded := config/gpu/widened-8b-auto-unpadded.yaml config/cache/gpu-widened-8b-auto-unpadded.yaml
 FROM_CACHE_gpu-widened-1b-crossover := config/gpu/widened-1b-crossover.yaml config/cache/gpu-widened-1b-crossover.yaml
 FROM_CACHE_gpu-widened-3b-crossover := config/gpu/widened-3b-crossover.yaml config/cache/gpu-widened-3b-crossover.yaml
+FROM_CACHE_gpu-widened-3b-crossover-pooled := config/gpu/widened-3b-crossover.yaml config/cache/gpu-widened-3b-crossover-pooled.yaml
+FROM_CACHE_gpu-widened-8b-auto-best := config/gpu/widened-8b-auto-best.yaml config/cache/gpu-widened-8b-auto-best.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -166,6 +168,8 @@ REPORT_gpu-widened-8b-crossover := results/gpu/widened-8b-crossover/report.html
 REPORT_gpu-widened-8b-auto-unpadded := results/gpu/widened-8b-auto-unpadded/report.html
 REPORT_gpu-widened-1b-crossover := results/gpu/widened-1b-crossover/report.html
 REPORT_gpu-widened-3b-crossover := results/gpu/widened-3b-crossover/report.html
+REPORT_gpu-widened-3b-crossover-pooled := results/gpu/widened-3b-crossover-pooled/report.html
+REPORT_gpu-widened-8b-auto-best := results/gpu/widened-8b-auto-best/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
@@ -191,7 +195,7 @@ from-cache: $(RESULTS_VENV)/.installed
 # with interval), beside the step-cost model fitted on the smallest model, in the light environment:
 #   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg}
 CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-runs.parquet \
-  results/gpu/h100-widened-3b-crossover-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet
+  results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet
 crossover: $(RESULTS_VENV)/.installed
 	PYTHONPATH=workflow/scripts $(RESULTS_PY) -m kpadstudy.crossover results/gpu/crossover figures/gpu/crossover \
 	  $(CROSSOVER_RUNS)

@@ -375,11 +375,10 @@ def _study_lines(study: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def _label_left(r: pd.Series, cells: pd.DataFrame) -> bool:
-    """Whether a cell's label goes left of its mark: below 1 with a larger model's cell within 4x to its right,
-    whose interval the label would cross."""
-    right = cells["parameters"].between(r["parameters"] * 1.01, r["parameters"] * 4)
-    return bool(r["ratio"] < 1 and right.any())
+def _label_below(r: pd.Series, cells: pd.DataFrame) -> bool:
+    """Whether a cell's label goes under its interval, centred, not right of its mark: a larger model's cell lies
+    within 4x to its right, whose interval the label would cross."""
+    return bool(cells["parameters"].between(r["parameters"] * 1.01, r["parameters"] * 4).any())
 
 
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
@@ -394,13 +393,15 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
             face = "none" if r["phase"] == "confirm" else f"C{i}"
             ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"{r['model']}" + (f" (stand-in for {r['stand_in_for']})" if r["stand_in_for"] else "")
+            name = f"stand-in for {r['stand_in_for']}" if r["stand_in_for"] else r["model"]
             name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
             name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
             name += f", {gpu}" if several[r["model"]] > 1 else ""
-            left = _label_left(r, cells)
-            ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(-6 if left else 6, -3), textcoords="offset points",
-                        va="top", ha="right" if left else "left")  # fmt: skip
+            if _label_below(r, cells):
+                ax.annotate(name, (x, r["ratio"] - low), fontsize=6, xytext=(0, -4), textcoords="offset points",
+                            va="top", ha="center")  # fmt: skip
+            else:
+                ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
             if pd.notna(r["predicted"]):
                 mark = "+" if r["fitted_on_this"] is True else "x"
                 ax.plot(x, r["predicted"], marker=mark, color="black", linestyle="none")
