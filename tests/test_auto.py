@@ -198,6 +198,14 @@ def test_a_step_runs_unpadded_only_when_that_costs_less_per_expected_token():
     # looking better: the other exploration steps still time a padded length (the next longer than L2)
     assert auto.choose_step(real, lengths, p, costs, _unpadded((11, 0.0129)), explore=True) == 4
     assert auto.choose_step(real, lengths, p, None, _unpadded((11, 0.001))) == 4  # no padded costs: pad to cover
+    from kpad_plugin import _unpadded_line_ns
+
+    # the line the run record keeps: 1 ms per verified token through 0 -> a = 0, b = 1,000,000 ns
+    assert _unpadded_line_ns(_unpadded((10, 0.010), (20, 0.020))) == {
+        "auto_unpadded_base_ns": 0,
+        "auto_unpadded_per_token_ns": 1_000_000,
+    }
+    assert _unpadded_line_ns(_unpadded()) == {} and _unpadded_line_ns(None) == {}
 
 
 def test_no_draft_pays_when_neither_a_padded_nor_an_unpadded_step_beats_a_plain_one():

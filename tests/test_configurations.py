@@ -231,6 +231,8 @@ def test_draft_length_histograms_and_kpadauto_counters():
             "auto_overhead_us": 1500,
             "auto_overhead_len0_us": 1200,
             "auto_overhead_len8_us": 2500,
+            "auto_unpadded_base_ns": 9_500_000,
+            "auto_unpadded_per_token_ns": 12_000,
         }
     }
     m = record.step_measures(before, after)
@@ -240,8 +242,10 @@ def test_draft_length_histograms_and_kpadauto_counters():
     assert (m["kpad_cut_tokens"], m["kpad_auto_explore_steps"], m["auto_overhead_ms"]) == (6, 2, 1.5)
     assert m["kpad_auto_unpadded_steps"] == 3
     assert m["auto_overhead_ms_by_length"] == [1.2, None, None, None, None, None, None, None, 2.5]
+    assert (m["auto_unpadded_base_ms"], m["auto_unpadded_ms_per_token"]) == (9.5, 0.012)
     empty = record.step_measures({}, {})
     assert empty["auto_overhead_ms_by_length"] == []
+    assert (empty["auto_unpadded_base_ms"], empty["auto_unpadded_ms_per_token"]) == (None, None)
     assert (empty["verified_drafts_by_length"], empty["auto_steps_by_length"], empty["auto_overhead_ms"]) == (
         [],
         [],

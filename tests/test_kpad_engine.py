@@ -194,6 +194,7 @@ def test_unpadded_steps_keep_the_outputs_and_count_only_real_draft_tokens(sides,
     scheduler, spec = unpadded_steps["stats"]["scheduler"], unpadded_steps["spec"]
     steps = scheduler.get("auto_steps_len0", 0) + scheduler.get("auto_steps_len8", 0)
     assert scheduler["auto_unpadded_steps"] > 4 * steps  # after the first timed unpadded step, 7 of every 8
+    assert scheduler["auto_unpadded_base_ns"] + scheduler["auto_unpadded_per_token_ns"] > 0  # its line, recorded
     by_length = {
         int(key.removeprefix("verified_draft_len")): n
         for key, n in scheduler.items()

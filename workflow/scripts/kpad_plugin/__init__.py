@@ -157,7 +157,9 @@ class Stats:
     ``kpadauto`` only: ``auto_steps_len<L>`` (steps whose drafts were given length L; a step is a call of
     ``update_draft_token_ids`` with at least one request, mixed prefill steps included), ``auto_explore_steps``
     (steps the exploration gave a longer length), ``auto_overhead_us`` (last estimate of O),
-    ``auto_overhead_len<L>_us`` (the overhead charged to length L, from its own steps, once it has enough).
+    ``auto_overhead_len<L>_us`` (the overhead charged to length L, from its own steps, once it has enough),
+    ``auto_unpadded_base_ns`` and ``auto_unpadded_per_token_ns`` (``KPAD_AUTO_UNPADDED=1``: the last line of an
+    unpadded step's cost, ``a + b v``, once an unpadded step has been timed).
     ``async_scheduling``: 1 when the scheduler runs with asynchronous scheduling, set once at its start from
     vLLM's resolved config (vLLM 0.32 does not log it), else 0.
     Model-runner counters (role ``worker<rank>``): ``steps_<MODE>`` and ``decode_steps_<MODE>`` for each
@@ -269,6 +271,15 @@ def auto_lengths(k_max: int) -> tuple[int, ...] | None:
     """The ``kpadauto`` lengths from ``KPAD_AUTO_LENGTHS`` (None when unset); raises as :func:`auto.parse_lengths`."""
     text = os.environ.get(auto.ENV_LENGTHS, "").strip()
     return auto.parse_lengths(text, k_max) if text else None
+
+
+def _unpadded_line_ns(unpadded: auto.UnpaddedCosts | None) -> dict[str, int]:
+    """``auto_unpadded_base_ns`` and ``auto_unpadded_per_token_ns``: the rule's line of an unpadded step's cost (a and
+    b of ``a + b v``, v the tokens it verifies); nothing while no unpadded step has been timed."""
+    if unpadded is None or unpadded.samples == 0:
+        return {}
+    a, b = unpadded.line()
+    return {"auto_unpadded_base_ns": round(a * 1e9), "auto_unpadded_per_token_ns": round(b * 1e9)}
 
 
 def _length_overheads_us(costs: auto.StepCosts) -> dict[str, int]:
@@ -466,7 +477,11 @@ def _patch_scheduler(pad: bool) -> None:
         if stats is not None and counts:
             stats.add(**counts)
             if state is not None and state.costs is not None:
-                stats.set(auto_overhead_us=int(state.costs.overhead_s * 1e6), **_length_overheads_us(state.costs))
+                stats.set(
+                    auto_overhead_us=int(state.costs.overhead_s * 1e6),
+                    **_length_overheads_us(state.costs),
+                    **_unpadded_line_ns(state.unpadded),
+                )
 
     update_draft_token_ids._kpad_patched = True
     Scheduler.update_draft_token_ids = update_draft_token_ids

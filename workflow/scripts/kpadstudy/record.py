@@ -125,7 +125,8 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
         vLLM's draft tokens = sum of n x count), ``auto_steps_by_length`` [L] (``kpadauto``: steps given length
         L), ``auto_overhead_ms`` (``kpadauto``: its last estimate of the step time outside the forward pass),
         ``auto_overhead_ms_by_length`` [L] (the overhead charged to length L from its own steps, None where it had
-        too few),
+        too few), ``auto_unpadded_base_ms`` and ``auto_unpadded_ms_per_token`` (``kpadauto`` that may run a step
+        unpadded: its last line of an unpadded step's cost, base + per verified token; None before one was timed),
         ``kpad_skipped_speculation_steps`` (``kpadauto``: steps whose suffix tree lookups were skipped),
         ``kpad_deferred_check_steps`` / ``_mismatches`` / ``_draft_tokens`` / ``_flushed_steps`` /
         ``_flushed_draft_tokens`` (``kpadauto`` with ``KPAD_AUTO_CHECK_DEFERRED=1``: steps that looked up compared
@@ -146,6 +147,12 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     overhead = after.get("scheduler", {}).get("auto_overhead_us")
     out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
     out["auto_overhead_ms_by_length"] = _gauges_ms(after.get("scheduler", {}), "auto_overhead_len", "_us")
+    for column, key in (
+        ("auto_unpadded_base_ms", "auto_unpadded_base_ns"),
+        ("auto_unpadded_ms_per_token", "auto_unpadded_per_token_ns"),
+    ):
+        value = after.get("scheduler", {}).get(key)
+        out[column] = value / 1e6 if value is not None else None
     out["kpad_skipped_speculation_steps"] = delta("worker0", "skipped_speculation_steps")
     for key in DEFERRED_CHECK_KEYS:
         out[f"kpad_{key}"] = delta("worker0", key)

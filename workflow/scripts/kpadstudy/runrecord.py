@@ -222,6 +222,18 @@ COLUMNS: tuple[Column, ...] = (
         "kpadauto: [L] the overhead it charged length L, from L's own steps (empty where L had fewer than 8)",
     ),
     _c(
+        "auto_unpadded_base_ms",
+        "float",
+        "ms",
+        "kpadauto with KPAD_AUTO_UNPADDED=1: its last line of an unpadded step's cost, the part without tokens",
+    ),
+    _c(
+        "auto_unpadded_ms_per_token",
+        "float",
+        "ms",
+        "kpadauto with KPAD_AUTO_UNPADDED=1: that line's cost per token the step verifies",
+    ),
+    _c(
         "kpad_skipped_speculation_steps",
         "int",
         "steps",
