@@ -58,6 +58,10 @@ def test_expected_tokens_counts_one_per_request_and_accepted_drafts():
     # requests with 0, 1 and 3 real draft tokens at L = 2: (1) + (1 + 0.5) + (1 + 0.5 + 0.25)
     assert auto.expected_tokens([0, 1, 3], 2, p) == pytest.approx(4.25)
     assert auto.expected_tokens([0, 1, 3], 0, p) == 3
+    # every length at once: L1 (1) + (1.5) + (1.5); L3 (1) + (1.5) + (1 + 0.85); a draft of 5 counts as 3 long
+    assert auto.expected_by_length([0, 1, 3], p) == pytest.approx([3, 4.0, 4.25, 4.35])
+    assert auto.expected_by_length([5], p) == pytest.approx([1, 1.5, 1.75, 1.85])
+    assert auto.expected_tokens([5], 9, p) == pytest.approx(1.85)
 
 
 def test_step_costs_interpolate_and_learn_the_overhead():

@@ -12,7 +12,7 @@ lookups skipped, first appends the tokens held back to the trees); that step's t
 Prints milliseconds per step with lookups (the patch's flag off, as with ``KPAD_AUTO_SKIP_SPECULATION=0``
 or on a step whose drafts may pay), with them skipped (the flag on: no lookups, tree updates deferred) and with
 the lookups alone skipped (the plugin until 2026-12-02), the ratios within paired batches, and the length rule's
-own time per step (``choose_length`` and ``no_draft_pays`` at 32 requests).
+own time per step (the acceptance counts, ``no_draft_pays`` and ``choose_step`` at 32 requests).
 CPU time of this machine: the H200 host's cores differ.
 """
 
@@ -98,17 +98,25 @@ def batch_seconds(prop, rng: np.random.Generator, tag: str, mode: str) -> float:
 
 
 def rule_seconds(rng: np.random.Generator, steps: int = 2000) -> float:
-    """Seconds per step of the length rule at 32 requests (the 8B lease's situation: nothing accepted)."""
-    costs = auto.StepCosts({n: [(1, 0.005), (32, 0.005 + 0.0005 * n)] for n in (0, 2, 4, 8, 12)}, samples=1)
+    """Seconds per step of the rule's own work at 32 requests, as kpadautou12 does it on every decode step: the
+    acceptance counts of the verified drafts, ``no_draft_pays`` and ``choose_step`` with unpadded costs learned;
+    drafts of 0-12 tokens, 0-4 of each accepted."""
+    lengths = (0, 2, 4, 8, 12)
+    costs = auto.StepCosts({n: [(1, 0.005), (32, 0.005 + 0.0005 * n)] for n in lengths}, samples=1)
+    unpadded = auto.UnpaddedCosts()
+    for v in (200, 300):
+        unpadded.observe_step(v, 0.010 + v * 1e-5)
     acceptance = auto.AcceptanceByPosition(K)
-    for _ in range(2000):
-        acceptance.observe(1, 0)
-    real = [int(n) for n in rng.integers(0, 2, REQUESTS)]
+    drafts = [[int(n) for n in rng.integers(0, K + 1, REQUESTS)] for _ in range(64)]
+    accepted = [[int(n) for n in rng.integers(0, 5, REQUESTS)] for _ in range(64)]
     start = time.perf_counter()
-    for _ in range(steps):
+    for i in range(steps):
+        real = drafts[i % 64]
+        for n, a in zip(real, accepted[i % 64], strict=True):
+            acceptance.observe(n, a)
         p = acceptance.probabilities()
-        auto.no_draft_pays(REQUESTS, (0, 2, 4, 8, 12), p, costs)
-        auto.choose_length(real, (0, 2, 4, 8, 12), p, costs)
+        auto.no_draft_pays(REQUESTS, lengths, p, costs, unpadded)
+        auto.choose_step(real, lengths, p, costs, unpadded)
     return (time.perf_counter() - start) / steps
 
 
@@ -141,7 +149,8 @@ def main() -> None:
     print(f"  skipped / on:                    {ratio('skipped', 'on')}")
     print(f"  skipped / lookups-only:          {ratio('skipped', 'lookups-only')}")
     print(
-        f"length rule (choose_length + no_draft_pays, {REQUESTS} requests): {rule_seconds(rng) * 1e3:.3f} ms per step"
+        f"length rule (acceptance counts, no_draft_pays, choose_step; {REQUESTS} requests): "
+        f"{rule_seconds(rng) * 1e3:.3f} ms per step"
     )
 
 

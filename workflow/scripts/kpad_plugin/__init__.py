@@ -388,7 +388,7 @@ def _patch_scheduler(pad: bool) -> None:
                 continue
             counts[f"verified_draft_len{len(ids)}"] += 1
             if state is not None:
-                real = next((i for i, t in enumerate(ids) if t == PAD_TOKEN_ID), len(ids))
+                real = ids.index(PAD_TOKEN_ID) if PAD_TOKEN_ID in ids else len(ids)  # pads follow the real tokens
                 state.acceptance.observe(real, len(generated) - 1)
         if state is not None and state.costs is not None and state.schedule_started is not None:
             scheduled = scheduler_output.num_scheduled_tokens

@@ -46,7 +46,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -215,15 +214,17 @@ class AcceptanceByPosition:
     ``reached[i]``: request-steps whose verified real draft had a token at position i (0-based);
     ``accepted[i]``: those whose token at position i was accepted (accepted drafts are a prefix).
     ``p(i)`` = (accepted[i] + w p(i-1)) / (reached[i] + w), p(-1) = 1, w = :data:`PRIOR_WEIGHT`.
+    Kept as counts of request-steps by real draft length and by accepted count (one increment each per
+    request-step, 32 of them a step), summed into ``reached`` / ``accepted`` when asked.
     """
 
     max_len: int
-    reached: list[float] = field(init=False)
-    accepted: list[float] = field(init=False)
+    by_length: list[int] = field(init=False)
+    by_accepted: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.reached = [0.0] * self.max_len
-        self.accepted = [0.0] * self.max_len
+        self.by_length = [0] * (self.max_len + 1)
+        self.by_accepted = [0] * (self.max_len + 1)
 
     def observe(self, real_len: int, num_accepted: int) -> None:
         """One verified request-step: ``real_len`` real draft tokens sent, ``num_accepted`` of them accepted.
@@ -231,11 +232,25 @@ class AcceptanceByPosition:
         ``num_accepted`` is clipped to ``[0, real_len]`` (pads are never accepted) and ``real_len`` to ``max_len``.
         """
         real_len = max(0, min(real_len, self.max_len))
-        num_accepted = max(0, min(num_accepted, real_len))
-        for i in range(real_len):
-            self.reached[i] += 1
-        for i in range(num_accepted):
-            self.accepted[i] += 1
+        self.by_length[real_len] += 1
+        self.by_accepted[max(0, min(num_accepted, real_len))] += 1
+
+    @staticmethod
+    def _beyond(counts: list[int]) -> list[int]:
+        """``[sum(counts[1:]), sum(counts[2:]), ...]``: request-steps that reached each position 0, 1, ..."""
+        out, total = [], 0
+        for count in reversed(counts[1:]):
+            total += count
+            out.append(total)
+        return out[::-1]
+
+    @property
+    def reached(self) -> list[int]:
+        return self._beyond(self.by_length)
+
+    @property
+    def accepted(self) -> list[int]:
+        return self._beyond(self.by_accepted)
 
     def probabilities(self) -> list[float]:
         """``[p_0, ..., p_{max_len-1}]``, non-increasing (each at most the one before)."""
@@ -255,21 +270,24 @@ def expected_tokens(real_lens: Sequence[int], length: int, p: Sequence[float]) -
         length: the step's draft length L (drafts longer than L are cut to L).
         p: acceptance by position, :meth:`AcceptanceByPosition.probabilities`.
     """
-    return _expected_tokens(Counter(real_lens), length, _prefix_sums(p))
+    return expected_by_length(real_lens, p)[max(0, min(length, len(p)))]
 
 
-def _prefix_sums(p: Sequence[float]) -> list[float]:
-    """``[0, p_0, p_0 + p_1, ...]``."""
-    prefix = [0.0]
-    for value in p:
-        prefix.append(prefix[-1] + value)
-    return prefix
-
-
-def _expected_tokens(draft_lengths: Counter, length: int, prefix: list[float]) -> float:
-    """:func:`expected_tokens` from a count of requests by real draft length and the prefix sums of ``p``."""
-    top = len(prefix) - 1
-    return sum(count * (1.0 + prefix[min(length, n, top)]) for n, count in draft_lengths.items())
+def expected_by_length(real_lens: Sequence[int], p: Sequence[float]) -> list[float]:
+    """``[tokens(0), tokens(1), ..., tokens(len(p))]``: :func:`expected_tokens` at every length, in one pass over
+    the requests' count by draft length (drafts longer than ``len(p)`` count as that long): a decode step weighs
+    several lengths, and this runs on every step."""
+    top = len(p)
+    counts = [0] * (top + 1)
+    for n in real_lens:  # lengths of lists: never negative
+        counts[n if n < top else top] += 1
+    out, below, above, prefix = [], 0.0, len(real_lens), 0.0
+    for length in range(top + 1):
+        out.append(len(real_lens) + below + above * prefix)  # drafts shorter than L keep their own length
+        below += counts[length] * prefix
+        above -= counts[length]
+        prefix += p[length] if length < top else 0.0
+    return out
 
 
 @dataclass
@@ -342,6 +360,7 @@ def choose_length(
     p: Sequence[float],
     costs: StepCosts | None,
     explore: bool = False,
+    tokens: Sequence[float] | None = None,
 ) -> int:
     """The draft length of the next decode step (module docstring: ``L* = argmax tokens(L) / cost(L)``).
 
@@ -352,6 +371,7 @@ def choose_length(
         costs: the step costs; None (not measured), or a candidate length without a measured cost, falls back to
             the covering length.
         explore: take the next longer length than L* instead (when one is still at or below the covering one).
+        tokens: :func:`expected_by_length` of ``real_lens`` and ``p`` when the caller has it already.
 
     Returns:
         One of ``lengths``; ties go to the shorter length.
@@ -360,10 +380,11 @@ def choose_length(
     candidates = [n for n in lengths if n <= cover]
     if costs is None or any(n not in costs.table for n in candidates):
         return cover
-    n, draft_lengths, prefix = len(real_lens), Counter(real_lens), _prefix_sums(p)  # once per step, not per length
+    tokens = expected_by_length(real_lens, p) if tokens is None else tokens
+    n, top = len(real_lens), len(tokens) - 1
     best, best_rate = candidates[0], -1.0
     for length in candidates:
-        rate = _expected_tokens(draft_lengths, length, prefix) / max(costs.cost(length, n), 1e-9)
+        rate = tokens[min(length, top)] / max(costs.cost(length, n), 1e-9)
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = length, rate
     if explore and best < cover:
@@ -451,14 +472,13 @@ def choose_step(
     cover = covering_length(lengths, max(real_lens, default=0))
     if unpadded is None or costs is None or any(n not in costs.table for n in lengths if n <= cover):
         return choose_length(real_lens, lengths, p, costs, explore=explore)
-    padded = choose_length(real_lens, lengths, p, costs)
     if explore and (unpadded.samples == 0 or retime_unpadded):  # never timed, or timed again
         return UNPADDED
-    if explore:  # the other exploration steps time a padded length, whichever mode the estimates favour
-        return choose_length(real_lens, lengths, p, costs, explore=True)
-    if unpadded.samples == 0:  # never timed: never chosen on an estimate
+    tokens = expected_by_length(real_lens, p)  # once per step, for every length weighed
+    padded = choose_length(real_lens, lengths, p, costs, explore=explore, tokens=tokens)
+    if explore or unpadded.samples == 0:  # exploration times a padded length too; never timed: never chosen
         return padded
-    n = len(real_lens)
-    padded_rate = expected_tokens(real_lens, padded, p) / max(costs.cost(padded, n), 1e-9)
-    unpadded_rate = expected_tokens(real_lens, cover, p) / unpadded.cost(n + sum(real_lens))
+    n, top = len(real_lens), len(tokens) - 1
+    padded_rate = tokens[min(padded, top)] / max(costs.cost(padded, n), 1e-9)
+    unpadded_rate = tokens[min(cover, top)] / unpadded.cost(n + sum(real_lens))
     return UNPADDED if unpadded_rate > padded_rate * (1 + 1e-9) else padded
