@@ -144,15 +144,14 @@ def step_measures(before: dict[str, dict], after: dict[str, dict]) -> dict[str, 
     out: dict[str, Any] = {f"kpad_{k}": delta("scheduler", k) for k in STAT_KEYS}
     for column, prefix in HISTOGRAMS.items():
         out[column] = _histogram(before.get("scheduler", {}), after.get("scheduler", {}), prefix)
-    overhead = after.get("scheduler", {}).get("auto_overhead_us")
-    out["auto_overhead_ms"] = overhead / 1000 if overhead is not None else None
-    out["auto_overhead_ms_by_length"] = _gauges_ms(after.get("scheduler", {}), "auto_overhead_len", "_us")
-    for column, key in (
-        ("auto_unpadded_base_ms", "auto_unpadded_base_ns"),
-        ("auto_unpadded_ms_per_token", "auto_unpadded_per_token_ns"),
+    for column, key, per_ms in (  # the scheduler's gauges, in ms
+        ("auto_overhead_ms", "auto_overhead_us", 1e3),
+        ("auto_unpadded_base_ms", "auto_unpadded_base_ns", 1e6),
+        ("auto_unpadded_ms_per_token", "auto_unpadded_per_token_ns", 1e6),
     ):
         value = after.get("scheduler", {}).get(key)
-        out[column] = value / 1e6 if value is not None else None
+        out[column] = value / per_ms if value is not None else None
+    out["auto_overhead_ms_by_length"] = _gauges_ms(after.get("scheduler", {}), "auto_overhead_len", "_us")
     out["kpad_skipped_speculation_steps"] = delta("worker0", "skipped_speculation_steps")
     for key in DEFERRED_CHECK_KEYS:
         out[f"kpad_{key}"] = delta("worker0", key)
