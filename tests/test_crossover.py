@@ -245,3 +245,11 @@ def test_a_gpu_without_datasheet_rates_is_measured_not_predicted_and_said_so(tmp
     assert cells["ratio"].iloc[0] == pytest.approx(0.8709, abs=1e-4) and cells["predicted"].isna().all()
     text = (tmp_path / "x.md").read_text()
     assert "No prediction (-) on ['NVIDIA L40S']: no datasheet rates for it in kpadstudy.roofline.GPUS." in text
+
+
+def test_a_forecast_shape_is_named_only_where_no_measured_cell_is_near_it():
+    # measured cells at 0.13 B, 1.22 B and 8.31 B; forecast shapes at 1.22 B (same size), 3.14 B (2.6x from both
+    # neighbours), 8.31 B and 27.93 B (3.4x the 8B cell): named are 3.14 B and 27.93 B
+    cells = pd.DataFrame({"parameters": [0.13e9, 1.22e9, 8.31e9]})
+    shapes = pd.Series([1.22e9, 3.14e9, 8.31e9, 27.93e9])
+    assert crossover._measured_near(shapes, cells).tolist() == [True, False, True, False]

@@ -381,6 +381,12 @@ def _label_below(r: pd.Series, cells: pd.DataFrame) -> bool:
     return bool(cells["parameters"].between(r["parameters"] * 1.01, r["parameters"] * 4).any())
 
 
+def _measured_near(parameters: pd.Series, cells: pd.DataFrame) -> pd.Series:
+    """Whether a forecast shape has a measured cell within 1.5x of its size: that cell's label names the shape (its
+    stand-in), and the forecast's own label would cross the cell's interval."""
+    return parameters.apply(lambda p: bool(cells["parameters"].between(p / 1.5, p * 1.5).any()))
+
+
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
     """Each measured cell with its interval, one colour per GPU (hollow: a confirmation phase), its prediction as a
     black mark (+ in the fit, x out of sample); a model measured on several GPUs is drawn a little apart per GPU and
@@ -428,7 +434,7 @@ def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) ->
         line = ahead.groupby(["parameters", "shape"])["predicted"].mean().reset_index().sort_values("parameters")
         label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
         ax.plot(line["parameters"], line["predicted"], "d--", color="grey", lw=1, markersize=4, label=label)
-        for _, r in line.iterrows():
+        for _, r in line[~_measured_near(line["parameters"], cells)].iterrows():
             ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(3, 5),
                         textcoords="offset points", ha="left")  # fmt: skip
         xs = pd.concat([xs, line["parameters"]])
