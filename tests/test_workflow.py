@@ -53,6 +53,7 @@ def test_embedded_dry_run(tmp_path):
         ("8b-deferred-check.yaml", 1, 0),
         ("widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
         ("widened-8b-crossover.yaml", 2 * 3, 0),
+        ("widened-8b-auto-best.yaml", 3 * 2, 0),  # issue 44: suf, nopad12, kpadautou12 since order_seed 5
         ("widened-32b-crossover.yaml", 2 * 2, 0),  # issue 41, item 4: the 32B-class stand-in
         ("auto-unpadded-135m.yaml", 5 * 2, 0),  # issue 44: the 135M model's sharegpt cell
     ],
