@@ -375,16 +375,15 @@ def _study_lines(study: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def _label_below(r: pd.Series, cells: pd.DataFrame) -> bool:
-    """Whether a cell's label goes under its interval, centred, not right of its mark: a larger model's cell lies
-    within 4x to its right, whose interval the label would cross."""
-    return bool(cells["parameters"].between(r["parameters"] * 1.01, r["parameters"] * 4).any())
+def _cells_within(cells: pd.DataFrame, low: float, high: float) -> bool:
+    """Whether a measured cell's size lies in [low, high] (parameters)."""
+    return bool(cells["parameters"].between(low, high).any())
 
 
 def _measured_near(parameters: pd.Series, cells: pd.DataFrame) -> pd.Series:
     """Whether a forecast shape has a measured cell within 1.5x of its size: that cell's label names the shape (its
     stand-in), and the forecast's own label would cross the cell's interval."""
-    return parameters.apply(lambda p: bool(cells["parameters"].between(p / 1.5, p * 1.5).any()))
+    return parameters.apply(lambda p: _cells_within(cells, p / 1.5, p * 1.5))
 
 
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
@@ -403,7 +402,7 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
             name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
             name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
             name += f", {gpu}" if several[r["model"]] > 1 else ""
-            if _label_below(r, cells):
+            if _cells_within(cells, r["parameters"] * 1.01, r["parameters"] * 4):  # a larger cell within 4x: under
                 ax.annotate(name, (x, r["ratio"] - low), fontsize=6, xytext=(0, -4), textcoords="offset points",
                             va="top", ha="center")  # fmt: skip
             else:
