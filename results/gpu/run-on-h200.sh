@@ -11,13 +11,14 @@
 # KPAD_PRESEED=DIR (a carried folder holding runs/ and benchmarks/ of an earlier lease's repeats): the model
 # and corpora are made first, then DIR's records are copied under results/ and kept (Snakemake reruns on
 # parameter changes only), so a later repeat continues the earlier lease's chain of runs.
-# Each config has its own state folder, so several configs can run one after another in one lease.
+# Each copy of the tree and config has its own state folder (/tmp/kpad-gpu-run/<copy>/<config>), so several configs,
+# or one config with other KPAD_ARGS in a fresh copy of the tree, can run one after another in one lease.
 # Writes $OUT/gpu.tgz with records, logs, benchmarks, tables and figures (again after every finished run).
 set -uo pipefail
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0
 config=${KPAD_CONFIG:-config/gpu/embedded.yaml}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-state=/tmp/kpad-gpu-run/$(basename "$config" .yaml)
+state=/tmp/kpad-gpu-run/$(basename "$PWD")/$(basename "$config" .yaml)
 mkdir -p "$state"
 if ! { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }; then
   if [ -f "$state/rc" ]; then
