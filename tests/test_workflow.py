@@ -51,7 +51,9 @@ def test_embedded_dry_run(tmp_path):
         ("auto-mix.yaml", 3 * 3, 0),
         ("auto-mix-diagnose.yaml", 4 * 3, 0),
         ("8b-deferred-check.yaml", 1, 0),
-        ("widened-8b.yaml", 7, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
+        ("widened-8b.yaml", 8, 0),  # issue 41: the widened 8B stand-in, one repeat a lease, its base not run
+        ("widened-8b-mix.yaml", 8, 0),  # issue 41, item 3: the same on the mix, K 12 instead of 4
+        ("widened-8b-humaneval.yaml", 8 * 2, 0),  # issue 41, item 3: on humaneval, 2 repeats a lease
         ("widened-8b-crossover.yaml", 2 * 3, 0),
         ("widened-8b-auto-best.yaml", 3 * 2, 0),  # issue 44: suf, nopad12, kpadautou12 since order_seed 5
         ("widened-32b-crossover.yaml", 2 * 2, 0),  # issue 41, item 4: the 32B-class stand-in
