@@ -56,6 +56,7 @@ def test_embedded_dry_run(tmp_path):
         ("widened-8b-humaneval.yaml", 8 * 2, 0),  # issue 41, item 3: on humaneval, 2 repeats a lease
         ("widened-8b-crossover.yaml", 2 * 3, 0),
         ("widened-8b-auto-best.yaml", 3 * 2, 0),  # issue 44: suf, nopad12, kpadautou12 since order_seed 5
+        ("widened-8b-auto-k32.yaml", 3 * 2, 0),  # issue 44: suf, kpadautou12, kpadautou32
         ("widened-32b-crossover.yaml", 2 * 2, 0),  # issue 41, item 4: the 32B-class stand-in
         ("auto-unpadded-135m.yaml", 5 * 2, 0),  # issue 44: the 135M model's sharegpt cell
     ],
