@@ -53,6 +53,21 @@ def test_acceptance_never_counts_more_accepted_than_drafted():
     assert (a.reached, a.accepted) == ([1, 0, 0, 0], [1, 0, 0, 0])
 
 
+def test_a_steps_drafts_observed_at_once_count_as_one_by_one_and_renew_the_estimate():
+    a = auto.AcceptanceByPosition(3)
+    first = a.probabilities()
+    assert a.probabilities() is first  # nothing observed in between: the same list, not computed again
+    a.observe_all([(2, 1), (9, 9), (1, 3), (-1, -2)])  # clipped as observe clips: (2, 1), (3, 3), (1, 1), (0, 0)
+    assert (a.by_length, a.by_accepted) == ([1, 1, 1, 1], [1, 2, 0, 1])
+    assert (a.reached, a.accepted) == ([3, 2, 1], [3, 1, 1])
+    # p0 = (3 + 1) / 4 = 1; p1 = (1 + 1) / 3 = 2/3; p2 = min(p1, (1 + 2/3) / 2)
+    assert a.probabilities() == pytest.approx([1.0, 2 / 3, 2 / 3]) and a.probabilities() is not first
+    a.observe_all([])  # a step without verified drafts keeps the estimate
+    kept = a.probabilities()
+    a.observe(3, 0)  # one rejected at position 0: p0 = (3 + 1) / 5 = 0.8
+    assert a.probabilities()[0] == pytest.approx(0.8) and a.probabilities() is not kept
+
+
 def test_expected_tokens_counts_one_per_request_and_accepted_drafts():
     p = [0.5, 0.25, 0.1]
     # requests with 0, 1 and 3 real draft tokens at L = 2: (1) + (1 + 0.5) + (1 + 0.5 + 0.25)
@@ -210,6 +225,18 @@ def test_a_step_runs_unpadded_only_when_that_costs_less_per_expected_token():
         "auto_unpadded_per_token_ns": 1_000_000,
     }
     assert _unpadded_line_ns(_unpadded()) == {} and _unpadded_line_ns(None) == {}
+
+
+def test_no_draft_pays_is_choose_step_on_full_drafts():
+    """Its expected tokens of full drafts, ``n (1 + sum p_i)``, are expected_by_length's: the same answer as asking
+    choose_step with every request at the longest length, over a grid of acceptances, request counts and costs."""
+    for step in (0.010, 0.012, 0.016):
+        costs = _costs({0: 0.006, 2: 0.008, 4: 0.009, 8: step})
+        for unpadded in (None, _unpadded((288, 0.010)), _unpadded((100, 0.012), (288, 0.020))):
+            for requests in (1, 7, 32):
+                for p in ([0.0] * 8, [0.1] * 8, [0.2] * 8, [0.9, 0.5, 0.3, 0.2, 0.1, 0.05, 0.0, 0.0]):
+                    full = auto.choose_step([8] * requests, LENGTHS, p, costs, unpadded) == 0
+                    assert auto.no_draft_pays(requests, LENGTHS, p, costs, unpadded) == full
 
 
 def test_no_draft_pays_when_neither_a_padded_nor_an_unpadded_step_beats_a_plain_one():

@@ -112,11 +112,9 @@ def rule_seconds(rng: np.random.Generator, steps: int = 2000) -> float:
     start = time.perf_counter()
     for i in range(steps):
         real = drafts[i % 64]
-        for n, a in zip(real, accepted[i % 64], strict=True):
-            acceptance.observe(n, a)
-        p = acceptance.probabilities()
-        auto.no_draft_pays(REQUESTS, lengths, p, costs, unpadded)
-        auto.choose_step(real, lengths, p, costs, unpadded)
+        acceptance.observe_all(list(zip(real, accepted[i % 64], strict=True)))
+        auto.no_draft_pays(REQUESTS, lengths, acceptance.probabilities(), costs, unpadded)  # in schedule()
+        auto.choose_step(real, lengths, acceptance.probabilities(), costs, unpadded)  # in update_draft_token_ids()
     return (time.perf_counter() - start) / steps
 
 

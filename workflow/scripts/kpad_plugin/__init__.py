@@ -380,6 +380,7 @@ def _patch_scheduler(pad: bool) -> None:
         counts: Counter = Counter()
         sampled = model_runner_output.sampled_token_ids
         index = model_runner_output.req_id_to_index
+        verified = []  # (real draft length, accepted tokens) of each verified request-step
         for req_id, ids in spec_tokens.items():
             if not ids or req_id not in index or not sampled:
                 continue
@@ -389,7 +390,9 @@ def _patch_scheduler(pad: bool) -> None:
             counts[f"verified_draft_len{len(ids)}"] += 1
             if state is not None:
                 real = ids.index(PAD_TOKEN_ID) if PAD_TOKEN_ID in ids else len(ids)  # pads follow the real tokens
-                state.acceptance.observe(real, len(generated) - 1)
+                verified.append((real, len(generated) - 1))
+        if state is not None:
+            state.acceptance.observe_all(verified)
         if state is not None and state.costs is not None and state.schedule_started is not None:
             scheduled = scheduler_output.num_scheduled_tokens
             lens = {len(spec_tokens.get(r) or ()) for r in scheduled}

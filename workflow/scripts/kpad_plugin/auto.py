@@ -48,6 +48,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 ENV_LENGTHS = "KPAD_AUTO_LENGTHS"
 ENV_EXPLORE = "KPAD_AUTO_EXPLORE_EVERY"
@@ -215,12 +216,15 @@ class AcceptanceByPosition:
     ``accepted[i]``: those whose token at position i was accepted (accepted drafts are a prefix).
     ``p(i)`` = (accepted[i] + w p(i-1)) / (reached[i] + w), p(-1) = 1, w = :data:`PRIOR_WEIGHT`.
     Kept as counts of request-steps by real draft length and by accepted count (one increment each per
-    request-step, 32 of them a step), summed into ``reached`` / ``accepted`` when asked.
+    request-step, 32 of them a step), summed into ``reached`` / ``accepted`` when asked; :meth:`probabilities` is
+    computed again only after an :meth:`observe` (a step asks for it twice, in ``schedule`` and in
+    ``update_draft_token_ids``, with no verified draft in between).
     """
 
     max_len: int
     by_length: list[int] = field(init=False)
     by_accepted: list[int] = field(init=False)
+    _probabilities: list[float] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.by_length = [0] * (self.max_len + 1)
@@ -231,9 +235,17 @@ class AcceptanceByPosition:
 
         ``num_accepted`` is clipped to ``[0, real_len]`` (pads are never accepted) and ``real_len`` to ``max_len``.
         """
-        real_len = max(0, min(real_len, self.max_len))
-        self.by_length[real_len] += 1
-        self.by_accepted[max(0, min(num_accepted, real_len))] += 1
+        self.observe_all([(real_len, num_accepted)])
+
+    def observe_all(self, steps: Sequence[tuple[int, int]]) -> None:
+        """:meth:`observe` of each ``(real_len, num_accepted)`` pair: one call for a step's 32 verified drafts."""
+        top, by_length, by_accepted = self.max_len, self.by_length, self.by_accepted
+        for real_len, num_accepted in steps:
+            real_len = 0 if real_len < 0 else top if real_len > top else real_len
+            by_length[real_len] += 1
+            by_accepted[0 if num_accepted < 0 else real_len if num_accepted > real_len else num_accepted] += 1
+        if steps:
+            self._probabilities = None
 
     @staticmethod
     def _beyond(counts: list[int]) -> list[int]:
@@ -253,12 +265,16 @@ class AcceptanceByPosition:
         return self._beyond(self.by_accepted)
 
     def probabilities(self) -> list[float]:
-        """``[p_0, ..., p_{max_len-1}]``, non-increasing (each at most the one before)."""
+        """``[p_0, ..., p_{max_len-1}]``, non-increasing (each at most the one before). The same list until the next
+        :meth:`observe`: do not change it."""
+        if self._probabilities is not None:
+            return self._probabilities
         out, prev = [], 1.0
         for reached, accepted in zip(self.reached, self.accepted, strict=True):
             p = min(prev, (accepted + PRIOR_WEIGHT * prev) / (reached + PRIOR_WEIGHT))
             out.append(p)
             prev = p
+        self._probabilities = out
         return out
 
 
@@ -277,16 +293,16 @@ def expected_by_length(real_lens: Sequence[int], p: Sequence[float]) -> list[flo
     """``[tokens(0), tokens(1), ..., tokens(len(p))]``: :func:`expected_tokens` at every length, in one pass over
     the requests' count by draft length (drafts longer than ``len(p)`` count as that long): a decode step weighs
     several lengths, and this runs on every step."""
-    top = len(p)
+    top, requests = len(p), len(real_lens)
     counts = [0] * (top + 1)
     for n in real_lens:  # lengths of lists: never negative
         counts[n if n < top else top] += 1
-    out, below, above, prefix = [], 0.0, len(real_lens), 0.0
-    for length in range(top + 1):
-        out.append(len(real_lens) + below + above * prefix)  # drafts shorter than L keep their own length
-        below += counts[length] * prefix
-        above -= counts[length]
-        prefix += p[length] if length < top else 0.0
+    out, below, above = [], 0.0, requests
+    for count, prefix in zip(counts, accumulate(p, initial=0.0), strict=True):  # prefix: sum of p_i, i < L
+        out.append(requests + below + above * prefix)  # drafts shorter than L keep their own length
+        if count:
+            below += count * prefix
+            above -= count
     return out
 
 
@@ -318,6 +334,7 @@ class StepCosts:
             for length, points in self.table.items()
             if points
         }
+        self._counts = {length: [r for r, _ in points] for length, points in self.table.items()}
 
     def forward(self, length: int, requests: int) -> float:
         """Seconds of the forward pass of ``requests`` requests at draft length ``length``.
@@ -328,8 +345,7 @@ class StepCosts:
         points = self.table[length]
         if len(points) == 1:
             return points[0][1]
-        xs = [r for r, _ in points]
-        i = min(max(bisect.bisect_left(xs, requests), 1), len(points) - 1)
+        i = min(max(bisect.bisect_left(self._counts[length], requests), 1), len(points) - 1)
         (r0, t0), (r1, t1) = points[i - 1], points[i]
         return max(0.0, t0 + (t1 - t0) * (requests - r0) / (r1 - r0))
 
@@ -408,7 +424,8 @@ def no_draft_pays(
     """
     if requests < 1 or not lengths or lengths[0] != 0:
         return False
-    return choose_step([lengths[-1]] * requests, lengths, p, costs, unpadded) == 0
+    full = [requests + requests * prefix for prefix in accumulate(p, initial=0.0)]  # expected_by_length, full drafts
+    return choose_step([lengths[-1]] * requests, lengths, p, costs, unpadded, tokens=full) == 0
 
 
 @dataclass
@@ -461,20 +478,22 @@ def choose_step(
     unpadded: UnpaddedCosts | None,
     explore: bool = False,
     retime_unpadded: bool = False,
+    tokens: Sequence[float] | None = None,
 ) -> int:
     """The next decode step's draft length (:func:`choose_length`), or :data:`UNPADDED` when the step pays more
     unpadded: expected tokens of the uncut drafts / :meth:`UnpaddedCosts.cost` of the tokens they verify, against
     the best padded length's tokens / cost. With ``unpadded`` None (``KPAD_AUTO_UNPADDED`` off) or without measured
     padded costs: :func:`choose_length`. ``explore``: an unpadded step while none has been timed or when
     ``retime_unpadded`` (the plugin sets it on every other exploration step), else :func:`choose_length`'s
-    exploration, even where the unpadded step would pay more (so padded costs are timed again too).
+    exploration, even where the unpadded step would pay more (so padded costs are timed again too). ``tokens``:
+    :func:`expected_by_length` of ``real_lens`` and ``p`` when the caller has it already.
     """
     cover = covering_length(lengths, max(real_lens, default=0))
     if unpadded is None or costs is None or any(n not in costs.table for n in lengths if n <= cover):
-        return choose_length(real_lens, lengths, p, costs, explore=explore)
+        return choose_length(real_lens, lengths, p, costs, explore=explore, tokens=tokens)
     if explore and (unpadded.samples == 0 or retime_unpadded):  # never timed, or timed again
         return UNPADDED
-    tokens = expected_by_length(real_lens, p)  # once per step, for every length weighed
+    tokens = expected_by_length(real_lens, p) if tokens is None else tokens  # once per step, for every length
     padded = choose_length(real_lens, lengths, p, costs, explore=explore, tokens=tokens)
     if explore or unpadded.samples == 0:  # exploration times a padded length too; never timed: never chosen
         return padded
