@@ -42,10 +42,13 @@ def fail(message: str) -> None:
     raise SystemExit(f"land_lease: {message}")
 
 
-def outputs(prefix: Path) -> list[Path]:
-    """Every file this writes for ``prefix``."""
-    names = [*TABLES, "runs.csv", "cells.csv", "records.tgz"]
-    return [prefix.with_name(f"{prefix.name}-{name}") for name in names]
+def output(prefix: Path, name: str) -> Path:
+    """``OUT_PREFIX-<name>``."""
+    return prefix.with_name(f"{prefix.name}-{name}")
+
+
+OUTPUTS = (*TABLES, "runs.csv", "cells.csv", "records.tgz")
+"""Every file this writes, as ``OUT_PREFIX-<name>``."""
 
 
 def state_log(root: Path, state: str | None) -> Path:
@@ -78,7 +81,7 @@ def land(archive: Path, prefix: Path, state: str | None = None) -> str:
     """Write the data set's files (module docstring) and return :func:`run_summary` of its runs."""
     if not prefix.parent.is_dir():
         fail(f"{prefix.parent} does not exist: OUT_PREFIX is <folder>/<name>, e.g. results/gpu/h100-widened-8b-mix")
-    taken = [str(path) for path in outputs(prefix) if path.exists()]
+    taken = [str(output(prefix, name)) for name in OUTPUTS if output(prefix, name).exists()]
     if taken:
         fail(f"{', '.join(taken)} exist already: choose another OUT_PREFIX or remove them")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,15 +96,15 @@ def land(archive: Path, prefix: Path, state: str | None = None) -> str:
             fail(f"{archive} lacks {', '.join(missing)}: not a finished run-on-h200.sh archive (did a run finish?)")
         log = state_log(root, state)
         for name in TABLES:
-            shutil.copyfile(root / "results" / name, prefix.with_name(f"{prefix.name}-{name}"))
-        for name in ("runs", "cells"):
-            table = pd.read_parquet(root / "results" / f"{name}.parquet")
-            table.to_csv(prefix.with_name(f"{prefix.name}-{name}.csv"), index=False)
+            shutil.copyfile(root / "results" / name, output(prefix, name))
+        tables = {name: pd.read_parquet(root / "results" / f"{name}.parquet") for name in ("runs", "cells")}
+        for name, table in tables.items():
+            table.to_csv(output(prefix, f"{name}.csv"), index=False)
         shutil.copyfile(log, root / "results" / "snakemake.log")
-        with tarfile.open(prefix.with_name(f"{prefix.name}-records.tgz"), "w:gz") as tar:
+        with tarfile.open(output(prefix, "records.tgz"), "w:gz") as tar:
             for name in ("snakemake.log", *RECORDS):
                 tar.add(root / "results" / name, arcname=f"results/{name}")
-        return run_summary(pd.read_parquet(root / "results" / "runs.parquet"))
+        return run_summary(tables["runs"])
 
 
 def main(argv: list[str] | None = None) -> None:
