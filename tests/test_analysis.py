@@ -271,6 +271,25 @@ def test_command_line_is_built_from_server_command_and_env():
     assert advice.PAD_METRICS_MEASURED in md and advice.CAPTURE_SIZES_NOTE not in md  # kpad4 on CPU: no graphs
 
 
+def test_a_pick_whose_k_is_above_the_longest_suffix_draft_says_so():
+    cfg = {
+        "server": {"max_model_len": 4096, "cudagraph_mode": "FULL_AND_PIECEWISE", "gpu_memory_utilization": 0.85},
+        "configurations": [{"method": "van"}, {"method": "suf", "k": 32}, {"method": "kpad", "k": [4, 8]}],
+        "models": {"M": {"tensor_parallel_size": 1}},
+    }
+    suf_wins = CELLS.copy()
+    suf_wins.loc[suf_wins["configuration"] == "suf", "output_tok_s_median"] = 200.0
+    md = advice.to_markdown(advice.recommend(suf_wins), cfg)
+    assert (
+        "\n**Draft length:** suf: K = 32, but suffix decoding drafts at most 12 tokens at "
+        "suffix_decoding_max_tree_depth 24 and suffix_decoding_max_spec_factor 1, so its drafts are those of K = 12 "
+        "(a deeper tree in the entry's `speculative` allows longer drafts).\n\n```bash\n" in md
+    )
+    cfg["configurations"][1]["speculative"] = {"suffix_decoding_max_tree_depth": 64}  # drafts up to 32 tokens
+    assert "**Draft length:**" not in advice.to_markdown(advice.recommend(suf_wins), cfg)
+    assert "**Draft length:**" not in advice.to_markdown(advice.recommend(CELLS), cfg)  # kpad8: 8 <= 12
+
+
 def test_compare_same_model_and_no_overlap():
     pub = pd.DataFrame(
         [

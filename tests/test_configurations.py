@@ -331,3 +331,39 @@ def test_the_two_k_bar_models_and_which_fits():
     assert fit.loc["suf", "better"] == "geometric"
     assert (fit.loc["suf", "rmse_geometric"], fit.loc["suf", "rmse_linear"]) == pytest.approx((0.0, 1.0625), abs=1e-12)
     assert stepcost.kbar_fit(pd.DataFrame()).empty
+
+
+@pytest.mark.parametrize(
+    "options, limit",
+    [
+        ({}, 12),  # vLLM's defaults: depth 24, factor 1.0; a 12-token match leaves 12 of the tree's 24 levels
+        ({"suffix_decoding_max_tree_depth": 64}, 32),
+        ({"suffix_decoding_max_spec_factor": 2.0}, 16),  # match 8, draft 16
+        ({"suffix_decoding_max_spec_factor": 0.5}, 8),  # match 16, draft 8
+        ({"suffix_decoding_max_tree_depth": 25}, 12),  # match 12 drafts 12, match 13 leaves 12 levels
+        ({"suffix_decoding_max_tree_depth": 1}, 0),  # no match shorter than the one-token context
+    ],
+)
+def test_the_longest_suffix_draft_follows_the_tree_depth_and_spec_factor(options, limit):
+    assert runs.suffix_draft_limit(options) == limit
+
+
+def test_the_plan_says_which_k_drafts_no_longer_than_a_smaller_one():
+    configs = expand(
+        [
+            {"method": "van"},
+            {"method": "suf", "k": 32},
+            {"method": "nopad", "k": [8, 12]},
+            {"method": "kpad", "k": [16]},
+            {"name": "deep", "method": "suf", "k": 32, "speculative": {"suffix_decoding_max_tree_depth": 64}},
+        ]
+    )
+    assert [c.draft_limit for c in configs] == [None, 12, 8, 12, 12, 32]
+    assert [n for c in configs if (n := runs.draft_limit_note(c))] == [
+        "suf: K = 32, but suffix decoding drafts at most 12 tokens at suffix_decoding_max_tree_depth 24 and "
+        "suffix_decoding_max_spec_factor 1, so its drafts are those of K = 12 (a deeper tree in the entry's "
+        "`speculative` allows longer drafts)",
+        "kpad16: K = 16, but suffix decoding drafts at most 12 tokens at suffix_decoding_max_tree_depth 24 and "
+        "suffix_decoding_max_spec_factor 1, so its drafts are those of K = 12; a step padded to 16 verifies at least "
+        "4 pad slots a request (a deeper tree in the entry's `speculative` allows longer drafts)",
+    ]

@@ -49,6 +49,10 @@ def test_plan_of_the_shipped_config_without_network(tmp_path):
         "(config plan.boot_s, plan.requests_per_s)" in text
     )
     assert (
+        "- suf: K = 32, but suffix decoding drafts at most 12 tokens at suffix_decoding_max_tree_depth 24 and "
+        "suffix_decoding_max_spec_factor 1, so its drafts are those of K = 12" in text
+    )
+    assert (
         "- disk for the models: unknown: 11 of 11 model sizes unknown (set models.<name>.size_gb or reach the Hub); "
         "the known ones take 0.0 GB" in text
     )

@@ -518,6 +518,35 @@ def _recommend_cell(
     return row
 
 
+def served_configuration(rec: pd.Series, config: dict[str, Any]) -> runs.Configuration:
+    """The configuration a recommendation serves: the config's entry of that name, else (a K the config does not
+    sweep, e.g. a published one) the method at that K with the config's server settings and no options.
+
+    Raises:
+        ValueError: ``rec`` has no recommendation, or recommends a kpadauto configuration the config does not have.
+    """
+    if not rec["recommended"]:
+        raise ValueError(f"{rec['model']} / {rec['corpus']}: no recommendation (no valid run)")
+    by_name = {c.name: c for c in runs.configurations(config)}
+    cfg = by_name.get(rec["recommended"])
+    if cfg is None and rec["method"] == "kpadauto":
+        raise ValueError(
+            f"{rec['model']} / {rec['corpus']}: {rec['recommended']} is not a configuration of this config, so its "
+            "draft lengths are unknown: serve it with the entry of the config that ran it"
+        )
+    if cfg is None:  # a K the config does not sweep (e.g. a published one)
+        k = int(rec["k"]) if pd.notna(rec["k"]) else 32
+        cfg = runs.Configuration(
+            rec["recommended"],
+            rec["method"],
+            k,
+            rec["method"] in runs.PADDED_METHODS,
+            config["server"]["cudagraph_mode"],
+            config["server"]["gpu_memory_utilization"],
+        )
+    return cfg
+
+
 def command_line(
     rec: pd.Series,
     config: dict[str, Any],
@@ -539,26 +568,8 @@ def command_line(
         ValueError: ``rec`` has no recommendation (no valid run in the cell), or recommends a kpadauto configuration
             the config does not have (its draft lengths are unknown).
     """
-    if not rec["recommended"]:
-        raise ValueError(f"{rec['model']} / {rec['corpus']}: no recommendation (no valid run)")
     server = config["server"]
-    by_name = {c.name: c for c in runs.configurations(config)}
-    cfg = by_name.get(rec["recommended"])
-    if cfg is None and rec["method"] == "kpadauto":
-        raise ValueError(
-            f"{rec['model']} / {rec['corpus']}: {rec['recommended']} is not a configuration of this config, so its "
-            "draft lengths are unknown: serve it with the entry of the config that ran it"
-        )
-    if cfg is None:  # a K the config does not sweep (e.g. a published one)
-        k = int(rec["k"]) if pd.notna(rec["k"]) else 32
-        cfg = runs.Configuration(
-            rec["recommended"],
-            rec["method"],
-            k,
-            rec["method"] in runs.PADDED_METHODS,
-            server["cudagraph_mode"],
-            server["gpu_memory_utilization"],
-        )
+    cfg = served_configuration(rec, config)
     device = "cpu" if rec["device"] == "cpu" else "cuda"
     model = config.get("models", {}).get(rec["model"])
     cmd = runs.server_command(
@@ -649,6 +660,7 @@ def to_markdown(
         ]
         flagged = (flags or {}).get((r["model"], r["corpus"]))
         lines += [f"**Flags:** {', '.join(flagged)}.", ""] if flagged else []
+        lines += _draft_limit_lines(r, config)
         if r["recommended"]:
             try:
                 lines += ["```bash", command_line(r, config), "```", ""]
@@ -656,6 +668,16 @@ def to_markdown(
                 lines += [f"No serve command: {e}.", ""]
             lines += _without_patch(r, config)
     return "\n".join(lines)
+
+
+def _draft_limit_lines(r: pd.Series, config: dict[str, Any]) -> list[str]:
+    """Where a pick's K is above the longest draft suffix decoding can propose, a paragraph saying so
+    (:func:`kpadstudy.runs.draft_limit_note`); else nothing."""
+    try:
+        note = runs.draft_limit_note(served_configuration(r, config))
+    except ValueError:  # no pick, or a kpadauto pick the config does not have
+        return []
+    return [f"**Draft length:** {note}.", ""] if note else []
 
 
 def _command_or_empty(r: pd.Series, config: dict[str, Any]) -> str:

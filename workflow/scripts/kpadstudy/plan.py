@@ -143,7 +143,9 @@ def plan(
         the confirmation's configurations outside the K sweeps, the best and second-best K, nopad at the best K
         where nopad is swept at a kpad K and the best nopad K (upper bounds, :func:`confirm_configurations`) per cell;
         ``boots`` = runs + confirm_runs (one server each; equivalence checks are not boots); ``off`` lists what
-        each configuration switched off in the config (``enabled: false``) would add.
+        each configuration switched off in the config (``enabled: false``) would add; ``notes``: one line per
+        suffix-decoding configuration whose K is above the longest draft it can propose
+        (:func:`kpadstudy.runs.draft_limit_note`).
     """
     device = config.get("device", "auto")
     p = config["plan"]
@@ -220,6 +222,7 @@ def plan(
         "run_s": run_s,
         "assumptions": assumptions,
         "off": off,
+        "notes": [n for c in configs if (n := runs.draft_limit_note(c))],
     }
 
 
@@ -259,6 +262,9 @@ def to_markdown(pl: dict[str, Any]) -> str:
         "Assumptions:",
     ]
     lines += [f"- {a}" for a in pl["assumptions"]]
+    if pl.get("notes"):
+        lines += ["", "Draft lengths:"]
+        lines += [f"- {n}" for n in pl["notes"]]
     if pl.get("off"):
         lines += ["", "Switched off in this config (`enabled: false`); each would add:"]
         lines += [

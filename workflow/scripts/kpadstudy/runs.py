@@ -30,6 +30,8 @@ PLUGIN_NAME = "kpad"
 METHODS = ("van", "suf", "ngram", "kpad", "nopad", "kpadauto")
 SUFFIX_METHODS = ("suf", "kpad", "nopad", "kpadauto")  # drafts from arctic-inference's suffix tree
 PADDED_METHODS = ("kpad", "kpadauto")  # the K-pad patch pads their drafts (VLLM_SUFFIX_PAD_UNIFORM=1)
+#: vLLM's suffix-decoding defaults (SpeculativeConfig, 0.26 to 0.32) that bound a draft's length
+SUFFIX_DEFAULTS = {"suffix_decoding_max_tree_depth": 24, "suffix_decoding_max_spec_factor": 1.0}
 VLLM_METHOD = {"suf": "suffix", "kpad": "suffix", "nopad": "suffix", "kpadauto": "suffix", "ngram": "ngram"}
 AUTO_LENGTHS = (0, 2, 4, 8)  # kpadauto's draft lengths below K when the entry gives none
 # Server variables the pipeline sets per run (ports, scratch paths, the run's GPUs): not in recorded_env.
@@ -93,6 +95,39 @@ class Configuration:
     def suffix(self) -> bool:
         """Whether its drafts come from suffix decoding (arctic-inference)."""
         return self.method in SUFFIX_METHODS
+
+    @property
+    def draft_limit(self) -> int | None:
+        """The longest draft suffix decoding can propose with this configuration's speculative options
+        (:func:`suffix_draft_limit`), at most ``k``; None for a method that does not draft from the suffix tree."""
+        return min(self.k, suffix_draft_limit(self.speculative_options)) if self.suffix else None
+
+
+def suffix_draft_limit(options: dict[str, Any] | None = None) -> int:
+    """The longest draft suffix decoding can propose, whatever K: arctic-inference's ``SuffixTree::speculate``
+    (0.3.0) matches the last ``match_len`` tokens, ``match_len`` below the tree depth, drafts at most
+    ``int(match_len x max_spec_factor + 1e-6)`` tokens, and match plus draft fit in the tree's depth. With vLLM's
+    defaults (:data:`SUFFIX_DEFAULTS`: depth 24, factor 1.0) that is 12 tokens. ``options``: a configuration's
+    speculative options (``suffix_decoding_max_tree_depth``, ``suffix_decoding_max_spec_factor``)."""
+    opts = {**SUFFIX_DEFAULTS, **(options or {})}
+    depth, factor = int(opts["suffix_decoding_max_tree_depth"]), float(opts["suffix_decoding_max_spec_factor"])
+    return max((min(int(m * factor + 1e-6), depth - m) for m in range(1, depth)), default=0)
+
+
+def draft_limit_note(c: Configuration) -> str:
+    """For a suffix-decoding configuration whose K is above the longest draft its suffix settings allow
+    (:func:`suffix_draft_limit`), what that means: its drafts are those of the smaller K, and a padded step only adds
+    pad slots above it. "" for any other configuration."""
+    if not c.suffix or c.draft_limit >= c.k:
+        return ""
+    opts = {**SUFFIX_DEFAULTS, **c.speculative_options}
+    pads = f"; a step padded to {c.k} verifies at least {c.k - c.draft_limit} pad slots a request" if c.pad else ""
+    return (
+        f"{c.name}: K = {c.k}, but suffix decoding drafts at most {c.draft_limit} tokens at "
+        f"suffix_decoding_max_tree_depth {opts['suffix_decoding_max_tree_depth']} and "
+        f"suffix_decoding_max_spec_factor {opts['suffix_decoding_max_spec_factor']:g}, so its drafts are "
+        f"those of K = {c.draft_limit}{pads} (a deeper tree in the entry's `speculative` allows longer drafts)"
+    )
 
 
 def configurations(config: dict[str, Any]) -> list[Configuration]:
