@@ -92,3 +92,27 @@ def test_a_missing_folder_and_a_broken_archive_are_refused(tmp_path):
     (tmp_path / "gpu.tgz").write_text("not gzip")
     with pytest.raises(SystemExit, match=f"land_lease: {tmp_path}/gpu.tgz: cannot read it as a tar archive"):
         tool.land(tmp_path / "gpu.tgz", tmp_path / "h100-x")
+
+
+def test_a_stopped_pipeline_lands_with_partial_from_its_records(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # OUT_PREFIX relative to where it runs, as in the README's command
+    archive = gpu_tgz(tmp_path)
+    tree = tmp_path / "tree"
+    for name in ("runs.parquet", "cells.parquet", "paired.md", "timings.md"):
+        (tree / "results" / name).unlink()  # the pipeline stopped before its tables
+    (tree / "results/runs/smollm2-wide-llama-3.1-8b/sharegpt/suf/r2.json").unlink()  # the run the lease lost
+    with tarfile.open(archive, "w:gz") as tar:
+        for part in ("results", "tmp"):
+            tar.add(tree / part, arcname=part)
+    with pytest.raises(SystemExit, match="lacks results/runs.parquet, .*; --partial makes the tables from the records"):
+        tool.land(archive, tmp_path / "h100-x")
+    summary = tool.land(archive, Path("h100-x"), partial=True)
+    assert summary.splitlines() == ["kpadautou12: 2 ok", "nopad12: 2 ok", "suf: 1 ok"]
+    paired = (tmp_path / "h100-x-paired.md").read_text()
+    assert paired.startswith("5 run records under results ({'ok': 5}); 1 run(s) of the grid") and (
+        "\n- smollm2-wide-llama-3.1-8b / sharegpt / suf / r2: no record (not run or not finished)\n" in paired
+    )
+    landed = pd.read_parquet(f"{LANDED}-runs.parquet").set_index(["configuration", "repeat"])["output_tok_s"]
+    ours = pd.read_parquet(tmp_path / "h100-x-runs.parquet").set_index(["configuration", "repeat"])["output_tok_s"]
+    assert ours.to_dict() == landed.drop(("suf", 2)).to_dict()
+    assert "results/runs/smollm2-wide-llama-3.1-8b/sharegpt/suf/r1.json" in members(tmp_path / "h100-x-records.tgz")

@@ -9,6 +9,13 @@ as they are:
 
 - ``OUT_PREFIX-runs.parquet`` and ``-cells.parquet`` (copies), with ``.csv`` of each (pandas, no index);
 - ``OUT_PREFIX-paired.md`` and ``-timings.md`` (copies);
+
+    python tools/land_lease.py --partial GPU.tgz OUT_PREFIX
+
+lands an archive whose pipeline stopped before its last run (the lease's time ran out): the four tables above are
+then made from the records that exist by ``tools/aggregate_records.py`` (``paired.md`` opens with every run of the
+grid that has no record), the rest as above.
+
 - ``OUT_PREFIX-records.tgz``: ``results/snakemake.log`` (the background run's log from the state folder),
   ``results/logs``, ``results/benchmarks`` and ``results/runs`` (every run's record, failed ones included).
 
@@ -17,11 +24,13 @@ seen before anything is pooled or plotted. What stays by hand: pooling (``tools/
 ``config/cache`` file, its Makefile lines and READMEs (``results/gpu/README.md``).
 
 Errors (``SystemExit``, one line ``land_lease: ...``): an archive that cannot be read or lacks one of the files
-above, an archive holding the state of more than one run of the pipeline (``--state`` picks one), an OUT_PREFIX
-whose folder does not exist, or any output file that exists already (nothing is overwritten).
+above (with ``--partial``, one of the record folders), an archive holding the state of more than one run of the
+pipeline (``--state`` picks one), an OUT_PREFIX whose folder does not exist, or any output file that exists already
+(nothing is overwritten).
 """
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tarfile
@@ -29,6 +38,9 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aggregate_records  # noqa: E402
 
 TABLES = ("runs.parquet", "cells.parquet", "paired.md", "timings.md")
 """The pipeline's files under ``results/`` copied as ``OUT_PREFIX-<name>``."""
@@ -77,8 +89,10 @@ def run_summary(runs: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def land(archive: Path, prefix: Path, state: str | None = None) -> str:
-    """Write the data set's files (module docstring) and return :func:`run_summary` of its runs."""
+def land(archive: Path, prefix: Path, state: str | None = None, partial: bool = False) -> str:
+    """Write the data set's files (module docstring) and return :func:`run_summary` of its runs. ``partial``: for an
+    archive whose pipeline stopped before its last run (no tables yet), make the tables from the records that exist
+    (``tools/aggregate_records.py``, which lists every run without a record at the top of ``paired.md``)."""
     if not prefix.parent.is_dir():
         fail(f"{prefix.parent} does not exist: OUT_PREFIX is <folder>/<name>, e.g. results/gpu/h100-widened-8b-mix")
     taken = [str(output(prefix, name)) for name in OUTPUTS if output(prefix, name).exists()]
@@ -92,12 +106,19 @@ def land(archive: Path, prefix: Path, state: str | None = None) -> str:
         except (OSError, tarfile.TarError) as error:
             fail(f"{archive}: cannot read it as a tar archive ({error})")
         missing = [f"results/{name}" for name in (*TABLES, *RECORDS) if not (root / "results" / name).exists()]
-        if missing:
-            fail(f"{archive} lacks {', '.join(missing)}: not a finished run-on-h200.sh archive (did a run finish?)")
+        unfinished = missing and all(name.removeprefix("results/") in TABLES for name in missing)
+        if missing and not (partial and unfinished):
+            hint = "; --partial makes the tables from the records that exist" if unfinished else ""
+            fail(f"{archive} lacks {', '.join(missing)}: not a finished run-on-h200.sh archive{hint}")
         log = state_log(root, state)
-        for name in TABLES:
-            shutil.copyfile(root / "results" / name, output(prefix, name))
-        tables = {name: pd.read_parquet(root / "results" / f"{name}.parquet") for name in ("runs", "cells")}
+        if missing:
+            out = str(prefix.resolve())
+            with contextlib.chdir(root):  # its tables name the records' folder as results, not a temporary path
+                aggregate_records.write_tables(Path("results"), out)
+        else:
+            for name in TABLES:
+                shutil.copyfile(root / "results" / name, output(prefix, name))
+        tables = {name: pd.read_parquet(output(prefix, f"{name}.parquet")) for name in ("runs", "cells")}
         for name, table in tables.items():
             table.to_csv(output(prefix, f"{name}.csv"), index=False)
         shutil.copyfile(log, root / "results" / "snakemake.log")
@@ -112,8 +133,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("archive", type=Path, help="gpu.tgz of the lease's last call")
     parser.add_argument("prefix", type=Path, help="results/gpu/<gpu>-<name>")
     parser.add_argument("--state", help="the state folder to take snakemake.log from, when the archive holds several")
+    parser.add_argument(
+        "--partial", action="store_true", help="the pipeline stopped early: tables from the records that exist"
+    )
     args = parser.parse_args(argv)
-    print(land(args.archive, args.prefix, args.state))
+    print(land(args.archive, args.prefix, args.state, args.partial))
     print(f"landed {args.archive} as {args.prefix}-*")
 
 
