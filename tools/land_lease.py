@@ -9,15 +9,14 @@ as they are:
 
 - ``OUT_PREFIX-runs.parquet`` and ``-cells.parquet`` (copies), with ``.csv`` of each (pandas, no index);
 - ``OUT_PREFIX-paired.md`` and ``-timings.md`` (copies);
+- ``OUT_PREFIX-records.tgz``: ``results/snakemake.log`` (the background run's log from the state folder),
+  ``results/logs``, ``results/benchmarks`` and ``results/runs`` (every run's record, failed ones included).
 
     python tools/land_lease.py --partial GPU.tgz OUT_PREFIX
 
 lands an archive whose pipeline stopped before its last run (the lease's time ran out): the four tables above are
 then made from the records that exist by ``tools/aggregate_records.py`` (``paired.md`` opens with every run of the
 grid that has no record), the rest as above.
-
-- ``OUT_PREFIX-records.tgz``: ``results/snakemake.log`` (the background run's log from the state folder),
-  ``results/logs``, ``results/benchmarks`` and ``results/runs`` (every run's record, failed ones included).
 
 Prints the runs by configuration and status, and each run that is not ``ok`` with its reason, so a failed run is
 seen before anything is pooled or plotted. What stays by hand: pooling (``tools/pool_repeats.py``), the data set's

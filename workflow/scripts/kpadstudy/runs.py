@@ -103,13 +103,18 @@ class Configuration:
         return min(self.k, suffix_draft_limit(self.speculative_options)) if self.suffix else None
 
 
+def suffix_settings(options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:data:`SUFFIX_DEFAULTS` with a configuration's speculative options on top."""
+    return {**SUFFIX_DEFAULTS, **(options or {})}
+
+
 def suffix_draft_limit(options: dict[str, Any] | None = None) -> int:
     """The longest draft suffix decoding can propose, whatever K: arctic-inference's ``SuffixTree::speculate``
     (0.3.0) matches the last ``match_len`` tokens, ``match_len`` below the tree depth, drafts at most
     ``int(match_len x max_spec_factor + 1e-6)`` tokens, and match plus draft fit in the tree's depth. With vLLM's
     defaults (:data:`SUFFIX_DEFAULTS`: depth 24, factor 1.0) that is 12 tokens. ``options``: a configuration's
     speculative options (``suffix_decoding_max_tree_depth``, ``suffix_decoding_max_spec_factor``)."""
-    opts = {**SUFFIX_DEFAULTS, **(options or {})}
+    opts = suffix_settings(options)
     depth, factor = int(opts["suffix_decoding_max_tree_depth"]), float(opts["suffix_decoding_max_spec_factor"])
     return max((min(int(m * factor + 1e-6), depth - m) for m in range(1, depth)), default=0)
 
@@ -118,15 +123,16 @@ def draft_limit_note(c: Configuration) -> str:
     """For a suffix-decoding configuration whose K is above the longest draft its suffix settings allow
     (:func:`suffix_draft_limit`), what that means: its drafts are those of the smaller K, and a padded step only adds
     pad slots above it. "" for any other configuration."""
-    if not c.suffix or c.draft_limit >= c.k:
+    limit = c.draft_limit
+    if limit is None or limit >= c.k:
         return ""
-    opts = {**SUFFIX_DEFAULTS, **c.speculative_options}
-    pads = f"; a step padded to {c.k} verifies at least {c.k - c.draft_limit} pad slots a request" if c.pad else ""
+    opts = suffix_settings(c.speculative_options)
+    pads = f"; a step padded to {c.k} verifies at least {c.k - limit} pad slots a request" if c.pad else ""
     return (
-        f"{c.name}: K = {c.k}, but suffix decoding drafts at most {c.draft_limit} tokens at "
+        f"{c.name}: K = {c.k}, but suffix decoding drafts at most {limit} tokens at "
         f"suffix_decoding_max_tree_depth {opts['suffix_decoding_max_tree_depth']} and "
         f"suffix_decoding_max_spec_factor {opts['suffix_decoding_max_spec_factor']:g}, so its drafts are "
-        f"those of K = {c.draft_limit}{pads} (a deeper tree in the entry's `speculative` allows longer drafts)"
+        f"those of K = {limit}{pads} (a deeper tree in the entry's `speculative` allows longer drafts)"
     )
 
 
