@@ -66,3 +66,28 @@ def test_drift_flags_say_which_phase_and_what_ratio():
     cells = tables.cells(both)
     text = summary.summary_text(advice.recommend(cells, 0.01, both), cells, both)
     assert "kpad8 last/first (sweep) 1.30" in text and "kpad8 confirm/sweep 1.54" in text, text
+
+
+def test_short_load_flags_valid_runs_under_30_s_of_its_phase():
+    """Cell M/c's 9 valid sweep runs measured 45 s but kpad8 r2 (28.4 s) and van r3 (29.9 s); a confirmation run of
+    20 s is another phase's, and cell d's lost kpad4 (no duration) and van (12 s, its only valid run) count in
+    their own cell: 2 of 9 there, 1 of 1 in d. Without run records, no flag."""
+    runs = _runs().assign(duration_s=45.0)
+    runs.loc[(runs["configuration"] == "kpad8") & (runs["repeat"] == 2), "duration_s"] = 28.4
+    runs.loc[(runs["configuration"] == "van") & (runs["repeat"] == 3), "duration_s"] = 29.9
+    runs.loc[runs["corpus"] == "d", "duration_s"] = [12.0, float("nan")]
+    confirm = runs[(runs["corpus"] == "c") & (runs["repeat"] == 1)].assign(phase="confirm", duration_s=20.0)
+    cells = tables.cells(runs)
+    recs = advice.recommend(cells, 0.01, runs)
+    flags = summary.cell_flags(recs, cells, pd.concat([runs, confirm], ignore_index=True))
+    assert (
+        flags[("M", "c")][-1]
+        == "short load (2 of 9 valid runs under 30 s of measured load, shortest kpad8 r2 at 28.4 s)"
+    )
+    assert (
+        flags[("M", "d")][-2] == "short load (1 of 1 valid runs under 30 s of measured load, shortest van r1 at 12.0 s)"
+    )
+    assert summary.cell_flags(recs, cells, None) == {
+        ("M", "c"): ["noisy (kpad8)"],
+        ("M", "d"): ["no valid run (kpad4: lost)", "single measurement"],
+    }

@@ -2,8 +2,8 @@
 configuration, its ratio over van, over suf and, when it pads, over the best unpadded configuration at its K
 (within repeats, with the interval and n of
 :mod:`kpadstudy.paired`; from medians where no run records exist, e.g. the published study), the flags that
-qualify it (drift, graph lost, noisy, no valid run, single measurement / n = 2, slower than controls), and where
-the files went.
+qualify it (drift, graph lost, noisy, no valid run, short load, single measurement / n = 2, slower than controls), and
+where the files went.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ import pandas as pd
 
 from . import advice, paired
 from .runs import PADDED_METHODS
+
+#: seconds of measured load below which a valid run is flagged ``short load``: the study-scale issue's floor (issue
+#: 41); under it the ramp-up and the drain of the concurrency take a larger share of the measured duration
+SHORT_LOAD_S = 30.0
 
 
 def _ratio_text(ratio: float, lo: Any, hi: Any, n: int, basis: str) -> str:
@@ -58,13 +62,39 @@ def _drift_what(what: str) -> str:
     return "confirm/sweep" if what.startswith("confirm / sweep") else what
 
 
-def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int) -> list[str]:
+def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
+    """``short load (2 of 9 valid runs under 30 s of measured load, shortest kpad8 r2 at 28.4 s)`` when valid runs of
+    ``rec``'s cell and phase measured less than :data:`SHORT_LOAD_S` (their ``duration_s``); None otherwise or
+    without run records."""
+    if runs is None or "duration_s" not in runs:
+        return None
+    phase = runs["phase"].fillna("sweep") if "phase" in runs else pd.Series("sweep", index=runs.index)
+    mine = runs[
+        (runs["model"] == rec["model"])
+        & (runs["corpus"] == rec["corpus"])
+        & (phase == rec.get("phase", "sweep"))
+        & (runs["status"] == "ok")
+    ]
+    short = mine[mine["duration_s"] < SHORT_LOAD_S].sort_values(["duration_s", "configuration", "repeat"])
+    if not len(short):
+        return None
+    first = short.iloc[0]
+    return (
+        f"short load ({len(short)} of {len(mine)} valid runs under {SHORT_LOAD_S:.0f} s of measured load, "
+        f"shortest {first['configuration']} r{int(first['repeat'])} at {first['duration_s']:.1f} s)"
+    )
+
+
+def flags(
+    rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int, runs: pd.DataFrame | None = None
+) -> list[str]:
     """The flags of one cell: ``drift (van last/first (sweep) 0.77, suf confirm/sweep 1.14, ...)`` (configurations
     whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off their first in a phase, or whose
     confirmation median is that far off their sweep median), ``graph lost (kpad16)``, ``noisy (van)`` (cells
-    ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``single
-    measurement`` / ``n = 2`` (paired repeats behind the advice), ``slower than controls (vansyncv1, vansync)``
-    (:func:`kpadstudy.advice.recommend`'s ``faster_controls``); first the recommendation's ``van_runner`` (van and
+    ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``short load
+    (...)`` (:func:`short_load` of ``runs``), ``single measurement`` / ``n = 2`` (paired repeats behind the
+    advice), ``slower than controls (vansyncv1, vansync)`` (:func:`kpadstudy.advice.recommend`'s
+    ``faster_controls``); first the recommendation's ``van_runner`` (van and
     the pick ran on different model runners or async scheduling)."""
     out = []
     if rec.get("van_runner"):
@@ -97,6 +127,8 @@ def flags(rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: in
                 )
                 + ")"
             )
+    if short := short_load(rec, runs):
+        out.append(short)
     if n == 1:
         out.append("single measurement")
     elif n == 2:
@@ -127,7 +159,7 @@ def summary_text(
         if not rec["recommended"]:
             lines.append(f"{head}: nothing to advise ({rec['reason']})")
             continue
-        parts, flag = _cell_parts(rec, cells, pairs, drift)
+        parts, flag = _cell_parts(rec, cells, pairs, drift, runs)
         lines.append(
             f"{head}: serve {rec['recommended']}; " + "; ".join(parts) + (f"; flags: {', '.join(flag)}" if flag else "")
         )
@@ -141,7 +173,7 @@ def cell_flags(recs: pd.DataFrame, cells: pd.DataFrame, runs: pd.DataFrame | Non
     (for recommendations.md)."""
     pairs, drift = _pairs_and_drift(runs)
     return {
-        (rec["model"], rec["corpus"]): _cell_parts(rec, cells, pairs, drift)[1]
+        (rec["model"], rec["corpus"]): _cell_parts(rec, cells, pairs, drift, runs)[1]
         for _, rec in recs.iterrows()
         if rec["recommended"]
     }
@@ -155,7 +187,11 @@ def _pairs_and_drift(runs: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd
 
 
 def _cell_parts(
-    rec: pd.Series, cells: pd.DataFrame, pairs: pd.DataFrame | None, drift: pd.DataFrame | None
+    rec: pd.Series,
+    cells: pd.DataFrame,
+    pairs: pd.DataFrame | None,
+    drift: pd.DataFrame | None,
+    runs: pd.DataFrame | None,
 ) -> tuple[list[str], list[str]]:
     """A recommended cell's summary: its ratios over van, suf and a padded pick's best unpadded configuration (at its
     K, else at any K; or why there is none), and its :func:`flags`."""
@@ -184,4 +220,4 @@ def _cell_parts(
             & (cells["configuration"] == rec["recommended"])
         ]
         n_min = int(mine["n_valid"].iloc[0]) if "n_valid" in mine and len(mine) else 1
-    return parts, flags(rec, cells, drift, n_min)
+    return parts, flags(rec, cells, drift, n_min, runs)
