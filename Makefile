@@ -153,6 +153,7 @@ FROM_CACHE_gpu-widened-8b-auto-retimed := config/gpu/widened-8b-auto-best.yaml c
 FROM_CACHE_gpu-widened-8b-auto-retimed-pooled := config/gpu/widened-8b-auto-best.yaml config/cache/gpu-widened-8b-auto-retimed-pooled.yaml
 FROM_CACHE_gpu-widened-8b-auto-k32-pooled := config/gpu/widened-8b-auto-k32.yaml config/cache/gpu-widened-8b-auto-k32-pooled.yaml
 FROM_CACHE_gpu-auto-unpadded-135m := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m.yaml
+FROM_CACHE_gpu-auto-unpadded-135m-pooled := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m-pooled.yaml
 REPORT_published := results/reference/report.html
 REPORT_cpu := results/cpu/report.html
 REPORT_gpu := results/gpu/report.html
@@ -178,6 +179,7 @@ REPORT_gpu-widened-8b-auto-retimed := results/gpu/widened-8b-auto-retimed/report
 REPORT_gpu-widened-8b-auto-retimed-pooled := results/gpu/widened-8b-auto-retimed-pooled/report.html
 REPORT_gpu-widened-8b-auto-k32-pooled := results/gpu/widened-8b-auto-k32-pooled/report.html
 REPORT_gpu-auto-unpadded-135m := results/gpu/auto-unpadded-135m/report.html
+REPORT_gpu-auto-unpadded-135m-pooled := results/gpu/auto-unpadded-135m-pooled/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)

@@ -184,7 +184,8 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     assert (
         "DATA=typo is not a shipped data set (no config/cache/typo.yaml): use one of cpu gpu gpu-8b-auto "
         "gpu-8b-auto-deferred gpu-8b-auto-runner gpu-8b-auto-skip gpu-auto gpu-auto-humaneval gpu-auto-long "
-        "gpu-auto-mix gpu-auto-pair gpu-auto-pair-long gpu-auto-sharegpt-pooled gpu-auto-unpadded-135m gpu-paired "
+        "gpu-auto-mix gpu-auto-pair gpu-auto-pair-long gpu-auto-sharegpt-pooled gpu-auto-unpadded-135m "
+        "gpu-auto-unpadded-135m-pooled gpu-paired "
         "gpu-widened-1b-crossover gpu-widened-3b-crossover gpu-widened-3b-crossover-pooled "
         "gpu-widened-8b-auto-best gpu-widened-8b-auto-k32-pooled gpu-widened-8b-auto-retimed "
         "gpu-widened-8b-auto-retimed-pooled "
