@@ -104,6 +104,25 @@ def test_paired_ratios_labels_interval_or_n_and_says_when_nothing_paired():
     assert "no cell has two configurations" in repeat_figures.paired_ratios(table.iloc[0:0]).axes[0].texts[0].get_text()
 
 
+def test_paired_ratio_labels_stay_inside_the_figure_on_a_wide_interval():
+    """The pooled 135M lease's panel (kpadautou12 / vansync 1.67x, 0.98-2.84; vansync / suf 0.51-0.94): every
+    label ends inside its panel, and the axis is labelled 0.5, 0.7, 1.0, 1.5, 2.0, ... (no overlapping 0.8, 0.9)."""
+    rows = [("kpadautou12", "vansync", 3, 1.67, 0.98, 2.84), ("vansync", "suf", 3, 0.69, 0.51, 0.94)]
+    table = pd.DataFrame(
+        [
+            {"model": "M", "corpus": "sharegpt", "phase": "sweep", "numerator": a, "denominator": b, "n": n,
+             "ratio": r, "ci_low": lo, "ci_high": hi, "favour": n}
+            for a, b, n, r, lo, hi in rows
+        ]
+    )  # fmt: skip
+    fig = repeat_figures.paired_ratios(table, note="")
+    fig.canvas.draw()
+    ax = [a for a in fig.axes if a.get_title()][0]
+    assert [t.get_window_extent().x1 <= ax.bbox.x1 for t in ax.texts] == [True, True]
+    labels = [t.get_text() for t in ax.get_xticklabels() if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
+    assert labels[:5] == ["0.5", "0.7", "1.0", "1.5", "2.0"]
+
+
 def test_run_timeline_marks_runs_that_are_not_ok_with_their_status_and_bands_each_repeat():
     fig = repeat_figures.run_timeline(RUNS, note="")
     by_title = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}

@@ -43,11 +43,13 @@ def _suptitle(fig: plt.Figure, title: str, note: str, width_in: float) -> None:
     fig.suptitle(text, fontsize=9)
 
 
-def plain_log_axis(axis) -> None:
-    """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten."""
+def plain_log_axis(axis, coarse: bool = False) -> None:
+    """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten; ``coarse``: 0.5, 0.7, 1.0, 1.5, 2.0, 3.0,
+    5.0, 7.0, for an axis too wide for the finer labels not to overlap."""
     from matplotlib.ticker import FormatStrFormatter, LogLocator
 
-    axis.set_major_locator(LogLocator(base=10, subs=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0)))
+    subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if coarse else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FormatStrFormatter("%.1f"))
     axis.set_minor_formatter(FormatStrFormatter(""))
 
@@ -141,6 +143,10 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     return fig
 
 
+#: the share of a paired-ratios panel's log axis right of the widest interval, for its label
+LABEL_ROOM = 0.45
+
+
 def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
     """Every paired comparison of every cell and phase: ratio (log x axis) with its 95% t-interval.
 
@@ -193,10 +199,12 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
             )
         ax.axvline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_xscale("log")
-        plain_log_axis(ax.xaxis)
         values = pd.concat([g["ci_low"], g["ci_high"], g["ratio"]]).astype(float).dropna()
         lo, hi = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
-        ax.set_xlim(min(lo, 1.0) / 1.1, max(hi, 1.0) * 1.6)
+        left, hi = min(lo, 1.0) / 1.1, max(hi, 1.0)
+        right = max(hi * 1.6, left * (hi / left) ** (1 / (1 - LABEL_ROOM)))
+        ax.set_xlim(left, right)
+        plain_log_axis(ax.xaxis, coarse=right / left > 4)
         ax.set_yticks(y)
         ax.set_yticklabels([f"{a} / {b}" for a, b in zip(g["numerator"], g["denominator"], strict=True)], fontsize=7)
         ax.set_xlabel("ratio of output tok/s within a repeat (log scale)", fontsize=8)
