@@ -104,7 +104,7 @@ def test_paired_ratios_labels_interval_or_n_and_says_when_nothing_paired():
     assert "no cell has two configurations" in repeat_figures.paired_ratios(table.iloc[0:0]).axes[0].texts[0].get_text()
 
 
-def test_paired_ratio_labels_stay_inside_the_figure_on_a_wide_interval():
+def test_paired_ratio_labels_stay_inside_their_panel_on_a_wide_interval():
     """The pooled 135M lease's panel (kpadautou12 / vansync 1.67x, 0.98-2.84; vansync / suf 0.51-0.94): every
     label ends inside its panel, and the axis is labelled 0.5, 0.7, 1.0, 1.5, 2.0, ... (no overlapping 0.8, 0.9)."""
     rows = [("kpadautou12", "vansync", 3, 1.67, 0.98, 2.84), ("vansync", "suf", 3, 0.69, 0.51, 0.94)]
@@ -121,6 +121,21 @@ def test_paired_ratio_labels_stay_inside_the_figure_on_a_wide_interval():
     assert [t.get_window_extent().x1 <= ax.bbox.x1 for t in ax.texts] == [True, True]
     labels = [t.get_text() for t in ax.get_xticklabels() if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
     assert labels[:5] == ["0.5", "0.7", "1.0", "1.5", "2.0"]
+
+
+def test_paired_ratio_limits_leave_out_zero_and_infinite_values():
+    """A ratio of 0 (an infinite denominator) and an infinite interval bound draw no point a log axis cannot hold:
+    the limits come from the finite positive values (0.9 and 1.2 here: 0.818 .. 1.2 x 1.6 = 1.92)."""
+    table = pd.DataFrame(
+        [
+            {"model": "M", "corpus": "c", "phase": "sweep", "numerator": a, "denominator": "suf", "n": 3,
+             "ratio": r, "ci_low": lo, "ci_high": hi, "favour": 1}
+            for a, r, lo, hi in [("kpad8", 0.0, float("nan"), float("nan")), ("nopad8", 1.1, 0.9, float("inf")),
+                                 ("van", 1.2, 1.0, 1.2)]
+        ]
+    )  # fmt: skip
+    ax = [a for a in repeat_figures.paired_ratios(table).axes if a.get_title()][0]
+    assert np.allclose(ax.get_xlim(), (0.9 / 1.1, 1.2 * 1.6))
 
 
 def test_run_timeline_marks_runs_that_are_not_ok_with_their_status_and_bands_each_repeat():

@@ -71,7 +71,8 @@ def test_drift_flags_say_which_phase_and_what_ratio():
 def test_short_load_flags_valid_runs_under_30_s_of_its_phase():
     """Cell M/c's 9 valid sweep runs measured 45 s but kpad8 r2 (28.4 s) and van r3 (29.9 s); a confirmation run of
     20 s is another phase's, and cell d's lost kpad4 (no duration) and van (12 s, its only valid run) count in
-    their own cell: 2 of 9 there, 1 of 1 in d. Without run records, no flag."""
+    their own cell: 2 of 9 there, 1 of 1 in d. A table without phases is the sweep's, durations stored as text
+    read as numbers; without run records, no flag."""
     runs = _runs().assign(duration_s=45.0)
     runs.loc[(runs["configuration"] == "kpad8") & (runs["repeat"] == 2), "duration_s"] = 28.4
     runs.loc[(runs["configuration"] == "van") & (runs["repeat"] == 3), "duration_s"] = 29.9
@@ -87,6 +88,10 @@ def test_short_load_flags_valid_runs_under_30_s_of_its_phase():
     assert (
         flags[("M", "d")][-2] == "short load (1 of 1 valid runs under 30 s of measured load, shortest van r1 at 12.0 s)"
     )
+    no_phase = summary.cell_flags(recs, cells, runs.drop(columns="phase"))  # absent: the sweep
+    assert no_phase[("M", "c")][-1] == flags[("M", "c")][-1]
+    text = runs.assign(duration_s=runs["duration_s"].astype(str))  # numbers as text, "nan" for the lost run
+    assert summary.cell_flags(recs, cells, text) == flags
     assert summary.cell_flags(recs, cells, None) == {
         ("M", "c"): ["noisy (kpad8)"],
         ("M", "d"): ["no valid run (kpad4: lost)", "single measurement"],

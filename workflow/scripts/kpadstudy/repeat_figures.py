@@ -43,14 +43,21 @@ def _suptitle(fig: plt.Figure, title: str, note: str, width_in: float) -> None:
     fig.suptitle(text, fontsize=9)
 
 
-def plain_log_axis(axis, coarse: bool = False) -> None:
-    """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten; ``coarse``: 0.5, 0.7, 1.0, 1.5, 2.0, 3.0,
-    5.0, 7.0, for an axis too wide for the finer labels not to overlap."""
-    from matplotlib.ticker import FormatStrFormatter, LogLocator
+def plain_log_axis(axis, span: float = 1.0) -> None:
+    """A log axis labelled 0.9, 1.0, 1.2 ... instead of powers of ten. ``span``, the axis' right / left limit: above
+    4, 1, 1.5, 2, 3, 5 and 7 of each decade (0.5, 0.7, 1.0, 1.5, ...), above 100 only 1, 2 and 5, so that labels do
+    not overlap."""
+    from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator
 
-    subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if coarse else (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0)
+    if span > 4:
+        subs = (1.0, 2.0, 5.0) if span > 100 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+        axis.set_major_formatter(
+            FuncFormatter(lambda v, _: f"{v:.2g}" if v < 1 else f"{v:.1f}" if v < 10 else f"{v:.0f}")
+        )
+    else:
+        subs = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5, 3.0)
+        axis.set_major_formatter(FormatStrFormatter("%.1f"))
     axis.set_major_locator(LogLocator(base=10, subs=subs))
-    axis.set_major_formatter(FormatStrFormatter("%.1f"))
     axis.set_minor_formatter(FormatStrFormatter(""))
 
 
@@ -143,7 +150,7 @@ def kpad_vs_nopad(runs: pd.DataFrame, note: str = "") -> plt.Figure:
     return fig
 
 
-#: the share of a paired-ratios panel's log axis right of the widest interval, for its label
+#: the least share of a paired-ratios panel's log axis right of the widest interval, for its label
 LABEL_ROOM = 0.45
 
 
@@ -199,12 +206,13 @@ def paired_ratios(table: pd.DataFrame, note: str = "") -> plt.Figure:
             )
         ax.axvline(1.0, color="0.5", linewidth=0.8, linestyle=":")
         ax.set_xscale("log")
-        values = pd.concat([g["ci_low"], g["ci_high"], g["ratio"]]).astype(float).dropna()
+        values = pd.concat([g["ci_low"], g["ci_high"], g["ratio"]]).astype(float)
+        values = values[np.isfinite(values) & (values > 0)]  # a log axis: no 0, no inf
         lo, hi = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
         left, hi = min(lo, 1.0) / 1.1, max(hi, 1.0)
         right = max(hi * 1.6, left * (hi / left) ** (1 / (1 - LABEL_ROOM)))
         ax.set_xlim(left, right)
-        plain_log_axis(ax.xaxis, coarse=right / left > 4)
+        plain_log_axis(ax.xaxis, span=right / left)
         ax.set_yticks(y)
         ax.set_yticklabels([f"{a} / {b}" for a, b in zip(g["numerator"], g["denominator"], strict=True)], fontsize=7)
         ax.set_xlabel("ratio of output tok/s within a repeat (log scale)", fontsize=8)

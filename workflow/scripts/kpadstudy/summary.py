@@ -64,16 +64,18 @@ def _drift_what(what: str) -> str:
 
 def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
     """``short load (2 of 9 valid runs under 30 s of measured load, shortest kpad8 r2 at 28.4 s)`` when valid runs of
-    ``rec``'s cell and phase measured less than :data:`SHORT_LOAD_S` (their ``duration_s``); None otherwise or
-    without run records."""
+    ``rec``'s cell and phase measured less than :data:`SHORT_LOAD_S` (their ``duration_s``; a run without one is not
+    counted); None otherwise or without run records."""
     if runs is None or "duration_s" not in runs:
         return None
     phase = runs["phase"].fillna("sweep") if "phase" in runs else pd.Series("sweep", index=runs.index)
+    runs = runs.assign(duration_s=pd.to_numeric(runs["duration_s"], errors="coerce"))
     mine = runs[
         (runs["model"] == rec["model"])
         & (runs["corpus"] == rec["corpus"])
         & (phase == rec.get("phase", "sweep"))
         & (runs["status"] == "ok")
+        & runs["duration_s"].notna()
     ]
     short = mine[mine["duration_s"] < SHORT_LOAD_S].sort_values(["duration_s", "configuration", "repeat"])
     if not len(short):
@@ -88,14 +90,14 @@ def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
 def flags(
     rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int, runs: pd.DataFrame | None = None
 ) -> list[str]:
-    """The flags of one cell: ``drift (van last/first (sweep) 0.77, suf confirm/sweep 1.14, ...)`` (configurations
-    whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off their first in a phase, or whose
-    confirmation median is that far off their sweep median), ``graph lost (kpad16)``, ``noisy (van)`` (cells
-    ``noisy``), ``no valid run (kpad4: lost)`` (:func:`kpadstudy.tables.failure_label`), ``short load
-    (...)`` (:func:`short_load` of ``runs``), ``single measurement`` / ``n = 2`` (paired repeats behind the
-    advice), ``slower than controls (vansyncv1, vansync)`` (:func:`kpadstudy.advice.recommend`'s
-    ``faster_controls``); first the recommendation's ``van_runner`` (van and
-    the pick ran on different model runners or async scheduling)."""
+    """The flags of one cell, in this order: the recommendation's ``van_runner`` (van and the pick ran on different
+    model runners or async scheduling), ``slower than controls (vansyncv1, vansync)``
+    (:func:`kpadstudy.advice.recommend`'s ``faster_controls``), ``drift (van last/first (sweep) 0.77, suf
+    confirm/sweep 1.14, ...)`` (configurations whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off
+    their first in a phase, or whose confirmation median is that far off their sweep median), ``graph lost
+    (kpad16)``, ``noisy (van)`` (cells ``noisy``), ``no valid run (kpad4: lost)``
+    (:func:`kpadstudy.tables.failure_label`), ``short load (...)`` (:func:`short_load` of ``runs``), ``single
+    measurement`` / ``n = 2`` (paired repeats behind the advice)."""
     out = []
     if rec.get("van_runner"):
         out.append(rec["van_runner"])
