@@ -68,12 +68,12 @@ def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
     counted); None otherwise or without run records."""
     if runs is None or "duration_s" not in runs:
         return None
-    phase = runs["phase"].fillna("sweep") if "phase" in runs else pd.Series("sweep", index=runs.index)
+    runs = paired.prepared_runs(runs)  # phase filled
     runs = runs.assign(duration_s=pd.to_numeric(runs["duration_s"], errors="coerce"))
     mine = runs[
         (runs["model"] == rec["model"])
         & (runs["corpus"] == rec["corpus"])
-        & (phase == rec.get("phase", "sweep"))
+        & (runs["phase"] == rec.get("phase", "sweep"))
         & (runs["status"] == "ok")
         & runs["duration_s"].notna()
     ]
