@@ -210,8 +210,9 @@ def _rules_text():
 
 
 def test_a_widening_is_built_from_its_base_by_the_workflow(tmp_path):
-    """Rule widen_model on the CPU: the embedded model (converted by rule model, not measured) widened 2x in float32;
-    rule tokenizer copies the base's tokenizer; the plan runs only the widened model."""
+    """Rule widen_model on the CPU: the embedded model (converted by rule model, not measured) widened 2x in float16
+    (the dtype key reaches the checkpoint; 1.1 GB where float32 wrote 2.1 GB, which a CI machine once failed to
+    write); rule tokenizer copies the base's tokenizer; the plan runs only the widened model."""
 
     def mutate(c):
         c["models"]["SmolLM2-135M-Instruct"]["measure"] = False
@@ -225,7 +226,7 @@ def test_a_widening_is_built_from_its_base_by_the_workflow(tmp_path):
                 intermediate_size=3072,
                 num_hidden_layers=31,
             ),
-            "dtype": "float32",
+            "dtype": "float16",
         }
 
     cfg = write_config(tmp_path, mutate)
@@ -236,7 +237,10 @@ def test_a_widening_is_built_from_its_base_by_the_workflow(tmp_path):
     targets = ["results/models/smol-2x", "results/tokenizers/smol-2x"]  # before --configfile, which takes several
     p = snakemake(*targets, "--cores", "1", "--configfile", cfg, workdir=tmp_path)
     assert p.returncode == 0, p.stderr
-    info = json.loads((tmp_path / "results" / "models" / "smol-2x" / "widening.json").read_text())
+    model_dir = tmp_path / "results" / "models" / "smol-2x"
+    info = json.loads((model_dir / "widening.json").read_text())
+    assert json.loads((model_dir / "config.json").read_text())["torch_dtype"] == "float16"
+    assert sum(f.stat().st_size for f in model_dir.glob("*.safetensors")) < 2 * 533_863_296 + 10**6
     assert (info["base"], info["k"], info["wide"]["parameters"], info["built_on"]) == (
         "SmolLM2-135M-Instruct",
         2,
