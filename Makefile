@@ -205,7 +205,8 @@ from-cache: $(RESULTS_VENV)/.installed
 # with interval), beside the step-cost model fitted on the smallest model, in the light environment:
 #   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg}
 CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-runs.parquet \
-  results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet
+  results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet \
+  results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet
 crossover: $(RESULTS_VENV)/.installed
 	PYTHONPATH=workflow/scripts $(RESULTS_PY) -m kpadstudy.crossover results/gpu/crossover figures/gpu/crossover \
 	  $(CROSSOVER_RUNS)

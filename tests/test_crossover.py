@@ -42,13 +42,14 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     )
     assert (row["full_share_kpad"], row["full_share_nopad"]) == (1.0, pytest.approx(0.012789, abs=1e-6))
     assert (
-        "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | 32 | sharegpt | sweep | 8 | 3 "
+        "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | 32 | 512 | sharegpt | sweep | 8 "
+        "| 3 "
         "| 0.87x (0.75-1.01) | 0 of 3 | 100% / 1% | 3.37 / 3.36 | 0.97x | no |" in text
     )
     # the study's mix table: Llama-3.1-8B-Instruct bestKpad (K=12) 33,531, suf 27,851, van 8,850 tok/s
     assert "| Llama-3.1-8B-Instruct | mix | 12 | 1.20x | 3.79x |" in text
     assert "| Qwen2.5-7B-Instruct | mix | 6 | 0.96x | 1.80x |" in text  # 7,488 / 7,803 and / 4,169
-    assert "| qwen2.5-32b | 27.93 B | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
+    assert "| qwen2.5-32b | 27.93 B | 256 | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
 
@@ -87,8 +88,8 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
     )
     assert (
         "- smollm2-wide-llama-3.1-8b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.36 tokens per "
-        "request-step against SmolLM2-135M-Instruct's 3.35 (+0.2%); the base in another runs table (its prompts and "
-        "settings may differ)" in text
+        "request-step against SmolLM2-135M-Instruct's 3.35 (+0.2%); the base's cell from another runs table (512 "
+        "measured prompts, this cell 512 measured prompts; other settings may differ)" in text
     )
 
 
@@ -100,8 +101,8 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     assert str(e.value) == (
         f"crossover: no cell of {[auto]} has both kpad K and nopad K runs ok in one repeat "
         "(configurations: ['kpadautou12', 'nopad8']); smollm2-wide-llama-3.1-8b on NVIDIA H100 80GB HBM3, concurrency "
-        "32, sharegpt (sweep): nopad8 without the other method at the same K, left out: give runs tables where both "
-        "ran ok"
+        "32, 512 measured prompts, sharegpt (sweep): nopad8 without the other method at the same K, left out: give "
+        "runs tables where both ran ok"
     )
     one_b = pd.read_parquet(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
     kpad12 = one_b["configuration"] == "kpad8"  # the same runs, as if padded to 12
@@ -111,7 +112,8 @@ def test_runs_without_a_kpad_and_nopad_pair_or_a_missing_file_are_named(tmp_path
     crossover.main([*out, str(tmp_path / "k12-runs.parquet"), WIDE])
     text = (tmp_path / "x.md").read_text()
     assert (
-        "- smollm2-wide-1b on NVIDIA H100 80GB HBM3, concurrency 32, sharegpt (sweep): kpad12, nopad8 without " in text
+        "- smollm2-wide-1b on NVIDIA H100 80GB HBM3, concurrency 32, 512 measured prompts, sharegpt (sweep): kpad12, "
+        "nopad8 without " in text
     )
     with pytest.raises(SystemExit, match=r"crossover: nowhere.parquet: no such file; give a runs table \(results/"):
         crossover.main([*out, "nowhere.parquet"])
@@ -148,7 +150,10 @@ def test_a_second_lease_with_the_same_repeat_numbers_is_refused_not_dropped(tmp_
     runs.assign(started_at=runs["started_at"].str.replace("2026-12-05", "2026-12-06")).to_parquet(copy)
     with pytest.raises(SystemExit) as e:
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), WIDE, str(copy)])
-    assert "hold the same run (smollm2-wide-llama-3.1-8b, NVIDIA H100 80GB HBM3, 32, sharegpt, sweep, " in str(e.value)
+    assert (
+        "hold the same run (smollm2-wide-llama-3.1-8b on NVIDIA H100 80GB HBM3, concurrency 32, 512 measured prompts, "
+        "sharegpt (sweep), kpad8, repeat 1)" in str(e.value)
+    )
     assert "pool one study's leases with tools/pool_repeats.py first" in str(e.value)
 
 
@@ -163,6 +168,32 @@ def test_the_same_cell_at_another_concurrency_is_its_own_cell(tmp_path):
     assert list(cells["concurrency"]) == [8, 32]
     assert cells["ratio"].iloc[0] == cells["ratio"].iloc[1] == pytest.approx(0.8709, abs=1e-4)
     assert cells["predicted"].iloc[0] == cells["predicted"].iloc[1]  # fitted on the 8B runs themselves here
+
+
+def test_one_model_on_one_gpu_with_another_prompt_count_is_its_own_cell(tmp_path):
+    """The 135M model on an H100 in two leases' settings: 512 measured prompts (the 1b lease) and 1,024 (the pooled
+    auto-unpadded leases): two cells, each with its own pairs, drawn apart; the 1b stand-in's base is the cell of its
+    own table."""
+    one_b = str(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    pooled = str(ROOT / "results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet")
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), one_b, pooled])
+    cells = pd.read_parquet(tmp_path / "x.parquet")
+    assert list(zip(cells["model"], cells["prompts"], cells["n"], strict=True)) == [
+        ("SmolLM2-135M-Instruct", 512, 3),
+        ("SmolLM2-135M-Instruct", 1024, 4),
+        ("smollm2-wide-1b", 512, 3),
+    ]
+    # output tok/s kpad8 / nopad8 per repeat of the pooled table (leases of 2026-12-06 22:47 and 2026-12-07 02:41)
+    pooled_ratios = [12001.553720 / 10236.200430, 13787.006289 / 11703.616846, 14071.306714 / 10195.636631]
+    pooled_ratios.append(10789.170126 / 9519.509644)
+    assert cells.iloc[1]["ratio"] == pytest.approx(math.prod(pooled_ratios) ** (1 / 4), rel=1e-6)
+    assert cells.iloc[1]["ratio"] == pytest.approx(1.2124, abs=1e-4)
+    assert cells.iloc[0]["ratio"] == pytest.approx(1.4615, abs=1e-4)  # as in the 1b lease alone
+    text = (tmp_path / "x.md").read_text()
+    assert (
+        "| SmolLM2-135M-Instruct | - | 0.13 B | NVIDIA H100 80GB HBM3 | 32 | 1024 | sharegpt | sweep | 8 | 4 |" in text
+    )
+    assert "against SmolLM2-135M-Instruct's 3.35 (+1.3%)\n" in text  # the 512-prompt cell, same table: no caveat
 
 
 def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
@@ -219,8 +250,8 @@ def test_a_cell_whose_kpad_runs_all_failed_is_listed_not_drawn(tmp_path, capsys)
     crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(failed), WIDE])
     assert list(pd.read_parquet(tmp_path / "x.parquet")["model"]) == ["smollm2-wide-llama-3.1-8b"]
     line = (
-        "SmolLM2-135M-Instruct on NVIDIA H100 80GB HBM3, concurrency 32, sharegpt (sweep): kpad8 / nopad8 has no "
-        "repeat with both ok (runs: boot_failed 3, ok 3), left out"
+        "SmolLM2-135M-Instruct on NVIDIA H100 80GB HBM3, concurrency 32, 512 measured prompts, sharegpt (sweep): kpad8 "
+        "/ nopad8 has no repeat with both ok (runs: boot_failed 3, ok 3), left out"
     )
     assert f"- {line}" in (tmp_path / "x.md").read_text() and f"crossover: {line}" in capsys.readouterr().err
     with pytest.raises(SystemExit, match=r"has both kpad K and nopad K runs ok in one repeat .*; SmolLM2-135M"):

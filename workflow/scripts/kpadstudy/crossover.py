@@ -21,8 +21,8 @@ import pandas as pd
 
 from . import paired, reference, roofline, tables, widen
 
-COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "concurrency", "corpus", "phase", "k", "n", "ratio"]
-COLUMNS += ["ci_low", "ci_high"]
+COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "concurrency", "prompts", "corpus", "phase", "k", "n"]
+COLUMNS += ["ratio", "ci_low", "ci_high"]
 COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
 COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
 
@@ -34,7 +34,8 @@ PUBLISHED = "resources/reference/kpad_published.csv"
 #: the columns a runs table must have here (``phase`` may be absent: sweep)
 REQUIRED = ["model", "corpus", "configuration", "method", "k", "repeat", "status", "output_tok_s", "gpu_name"]
 REQUIRED += ["max_concurrency"]
-RUN_KEY = ["model", "gpu_name", "max_concurrency", "corpus", "phase", "configuration", "repeat"]
+#: a run's place: its cell (model, GPU, concurrency, measured prompts, corpus, phase), configuration and repeat
+RUN_KEY = ["model", "gpu_name", "max_concurrency", "n_measured", "corpus", "phase", "configuration", "repeat"]
 
 
 def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
@@ -64,8 +65,9 @@ def read_runs(paths: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _read_one(path: str) -> pd.DataFrame:
-    """One runs table, :func:`kpadstudy.paired.read_runs_table`, with its ``source`` and its concurrency as
-    integers; refused (naming the file and the fix) for what that refuses and for runs :func:`_unplaceable` names."""
+    """One runs table, :func:`kpadstudy.paired.read_runs_table`, with its ``source``, its concurrency and measured
+    prompts as integers (prompts NaN in records without ``n_measured``); refused (naming the file and the fix) for
+    what that refuses and for runs :func:`_unplaceable` names."""
     try:
         frame = paired.read_runs_table(path, REQUIRED)
     except ValueError as e:
@@ -76,7 +78,9 @@ def _read_one(path: str) -> pd.DataFrame:
                 f"crossover: {path}: {int(mask.sum())} runs {what}: remake the table from the run records "
                 "(tools/aggregate_records.py)"
             )
-    return frame.assign(max_concurrency=frame["max_concurrency"].astype("Int64"), source=path)
+    prompts = pd.to_numeric(frame["n_measured"], errors="coerce") if "n_measured" in frame else float("nan")
+    concurrency = frame["max_concurrency"].astype("Int64")
+    return frame.assign(max_concurrency=concurrency, n_measured=pd.Series(prompts, frame.index), source=path)
 
 
 def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
@@ -104,10 +108,11 @@ def _doubles(runs: pd.DataFrame) -> None:
     twice = runs[runs.duplicated(RUN_KEY, keep=False)]
     if not twice.empty:
         first = twice.iloc[0]
+        place = f"{first['model']} on {first['gpu_name']}, concurrency {first['max_concurrency']}"
+        place += f"{_prompts(first['n_measured'])}, {first['corpus']} ({first['phase']}), {first['configuration']}"
         raise SystemExit(
-            f"crossover: {sorted(set(twice['source']))} hold the same run ({', '.join(str(first[c]) for c in RUN_KEY)}"
-            "): pool one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its "
-            "runs table"
+            f"crossover: {sorted(set(twice['source']))} hold the same run ({place}, repeat {first['repeat']}): pool "
+            "one study's leases with tools/pool_repeats.py first (it renumbers their repeats) and give its runs table"
         )
 
 
@@ -122,8 +127,8 @@ def parameters(run: pd.Series) -> float:
 
 
 def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame | None, list[str]]:
-    """``(cells, params, forecast, dropped)``: one row per (model, GPU, concurrency, corpus, phase, K) with a paired
-    kpad K / nopad K (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes
+    """``(cells, params, forecast, dropped)``: one row per (model, GPU, concurrency, prompts, corpus, phase, K): a
+    paired kpad K / nopad K (:data:`COLUMNS`), the step model's fitted constants and its forecast of the widened shapes
     (each with ``parameters``), as :func:`kpadstudy.roofline.step_model` gives them, and a line for each cell left
     out because no repeat had both configurations ``ok``.
 
@@ -141,25 +146,28 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
     if model is not None and not model.empty:
-        keys = ["model", "gpu", "concurrency", "corpus", "phase", "k"]
-        model = model.rename(columns={"gpu_name": "gpu", "max_concurrency": "concurrency"})
+        keys = ["model", "gpu", "concurrency", "prompts", "corpus", "phase", "k"]
+        model = model.rename(columns={"gpu_name": "gpu", "max_concurrency": "concurrency", "n_measured": "prompts"})
         cells = cells.merge(model[[*keys, "predicted", "fitted_on_this"]], on=keys, how="left")
     else:
         cells = cells.assign(predicted=float("nan"), fitted_on_this=False)
     if ahead is not None:
         base = roofline.known_shapes()[params["fit_on"]]
-        ahead = ahead.assign(
+        ahead = ahead.rename(columns={"n_measured": "prompts"}).assign(
             parameters=ahead["shape"].map(lambda s: widen.target_shape(base, s).parameters()), gpu=params["fit_on_gpu"]
         )
-    order = ["parameters", "gpu", "concurrency", "phase"]
+    cells["prompts"] = cells["prompts"].astype("Int64")
+    order = ["parameters", "gpu", "concurrency", "prompts", "phase"]
     return cells[COLUMNS].sort_values(order).reset_index(drop=True), params, ahead, dropped
 
 
 def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
-    """The paired kpad K / nopad K of every (GPU, concurrency, model, corpus, phase, K) that ran both, and a line for
-    each such cell without a repeat where both were ``ok`` (a failed run is no data point)."""
+    """The paired kpad K / nopad K of every (GPU, concurrency, measured prompts, model, corpus, phase, K) that ran
+    both, and a line for each such cell without a repeat where both were ``ok`` (a failed run is no data point)."""
     rows, dropped = [], []
-    for (gpu, concurrency), part in sized.groupby(["gpu_name", "max_concurrency"], sort=True):
+    load = ["gpu_name", "max_concurrency", "n_measured"]
+    for (gpu, concurrency, prompts), part in sized.groupby(load, sort=True, dropna=False):
+        where = f"on {gpu}, concurrency {int(concurrency)}{_prompts(prompts)}"
         pairs = paired.paired_table(part)
         pairs = pairs[
             pairs["numerator"].str.fullmatch(r"kpad\d+")
@@ -170,7 +178,7 @@ def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
             if p["n"] == 0:
                 statuses = ", ".join(f"{k} {v}" for k, v in sorted(cell["status"].value_counts().items()))
                 dropped.append(
-                    f"{p['model']} on {gpu}, concurrency {int(concurrency)}, {p['corpus']} ({p['phase']}): "
+                    f"{p['model']} {where}, {p['corpus']} ({p['phase']}): "
                     f"{p['numerator']} / {p['denominator']} has no repeat with both ok (runs: {statuses}), left out"
                 )
                 continue
@@ -178,17 +186,23 @@ def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
             stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
             rows.append(
                 {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
-                | {"concurrency": int(concurrency)}
+                | {"concurrency": int(concurrency), "prompts": prompts}
                 | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
                 | {"k": int(p["numerator"][4:])}
                 | _medians(cell, p["numerator"], p["denominator"])
             )
-        dropped += _unpaired(part, gpu, int(concurrency))
+        dropped += _unpaired(part, where)
     return rows, dropped
 
 
-def _unpaired(part: pd.DataFrame, gpu: str, concurrency: int) -> list[str]:
-    """A line for each kpad K or nopad K of one GPU and concurrency that has no run of the other at its K."""
+def _prompts(prompts: float) -> str:
+    """``, N measured prompts`` (nothing for records without the count)."""
+    return "" if pd.isna(prompts) else f", {int(prompts)} measured prompts"
+
+
+def _unpaired(part: pd.DataFrame, where: str) -> list[str]:
+    """A line for each kpad K or nopad K of one GPU, concurrency and prompt count (``where``) that has no run of the
+    other at its K."""
     lines = []
     spec = part[part["method"].isin(["kpad", "nopad"])]
     for (model, corpus, phase), cell in spec.groupby(["model", "corpus", "phase"], sort=True):
@@ -196,7 +210,7 @@ def _unpaired(part: pd.DataFrame, gpu: str, concurrency: int) -> list[str]:
         alone = sorted(f"{m}{k}" for m, other in (("kpad", "nopad"), ("nopad", "kpad")) for k in ks[m] - ks[other])
         if alone:
             lines.append(
-                f"{model} on {gpu}, concurrency {concurrency}, {corpus} ({phase}): {', '.join(alone)} without the "
+                f"{model} {where}, {corpus} ({phase}): {', '.join(alone)} without the "
                 "other method at the same K, left out"
             )
     return lines
@@ -217,7 +231,8 @@ def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
 
 def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """How close each stand-in's tokens per request-step (nopad K, median) is to its base model's, at the same
-    concurrency, corpus, phase and K on the same GPU: a widening computes the base's function up to bf16 rounding."""
+    concurrency, corpus, phase and K on the same GPU (the base's cell with the same measured prompts where it has one):
+    a widening computes the base's function up to bf16 rounding."""
     lines = []
     stand_ins = runs.dropna(subset=["stand_in"]) if "stand_in" in runs else runs.iloc[:0]
     bases = {m: widen.base_of(s) for m, s in zip(stand_ins["model"], stand_ins["stand_in"], strict=True) if s}
@@ -227,20 +242,31 @@ def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         )
         keys &= cells["phase"] == r["phase"]
         base = cells[keys & (cells["model"] == bases[r["model"]]) & (cells["k"] == r["k"])]
+        same = base["prompts"].eq(r["prompts"]).fillna(False).astype(bool)
+        base = pd.concat([base[same], base[~same]])  # the base's cell with the same prompts first
         where = f"{r['gpu']}, concurrency {r['concurrency']}, {r['corpus']}, nopad{r['k']}"
         what = f"- {r['model']} ({where}): {r['tokens_per_request_step_nopad']:.2f}"
         if base.empty:
             lines.append(f"{what} tokens per request-step; {bases[r['model']]} has no such cell on this GPU")
             continue
-        b = base.iloc[0]["tokens_per_request_step_nopad"]
+        b = base.iloc[0]
         on_gpu = runs[(runs["gpu_name"] == r["gpu"]) & (runs["max_concurrency"] == r["concurrency"])]
-        sources = [set(on_gpu.loc[on_gpu["model"] == m, "source"]) for m in (r["model"], bases[r["model"]])]
-        apart = "; the base in another runs table (its prompts and settings may differ)"
+        sources = [_sources(on_gpu, c["model"], c["prompts"]) for c in (r, b)]
+        counts = [_prompts(c["prompts"])[2:] or "measured prompts not recorded" for c in (b, r)]
+        apart = f"; the base's cell from another runs table ({counts[0]}, this cell {counts[1]}; other settings may "
+        apart += "differ)"
+        ratio = r["tokens_per_request_step_nopad"] / b["tokens_per_request_step_nopad"]
         lines.append(
-            f"{what} tokens per request-step against {bases[r['model']]}'s {b:.2f} "
-            f"({100 * (r['tokens_per_request_step_nopad'] / b - 1):+.1f}%){apart if sources[0] != sources[1] else ''}"
+            f"{what} tokens per request-step against {bases[r['model']]}'s {b['tokens_per_request_step_nopad']:.2f} "
+            f"({100 * (ratio - 1):+.1f}%){apart if sources[0] != sources[1] else ''}"
         )
     return lines
+
+
+def _sources(runs: pd.DataFrame, model: str, prompts: float) -> set[str]:
+    """The runs tables that hold ``model``'s runs of one prompt count (NA: records without the count)."""
+    same = runs["n_measured"].isna() if pd.isna(prompts) else runs["n_measured"].eq(prompts)
+    return set(runs.loc[(runs["model"] == model) & same, "source"])
 
 
 def published_rows(csv: str, cells: pd.DataFrame) -> pd.DataFrame:
@@ -308,13 +334,14 @@ def to_markdown(
 def _cell_lines(cells: pd.DataFrame) -> list[str]:
     """The measured cells' table, what each stand-in's shape is, and why a cell has no prediction."""
     lines = [
-        "| model | stand-in for | parameters | GPU | concurrency | corpus | phase | K | n | measured (95% interval) "
-        "| favour | FULL share kpad / nopad | tokens per request-step kpad / nopad | predicted | in the fit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | stand-in for | parameters | GPU | concurrency | prompts | corpus | phase | K | n "
+        "| measured (95% interval) | favour | FULL share kpad / nopad | tokens per request-step kpad / nopad "
+        "| predicted | in the fit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in cells.iterrows():
         row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["concurrency"]]
-        row += [r["corpus"]]
+        row += ["-" if pd.isna(r["prompts"]) else r["prompts"], r["corpus"]]
         row += [r["phase"], r["k"], r["n"], _interval(r), f"{r['favour']} of {r['n']}"]
         row += [f"{r['full_share_kpad']:.0%} / {r['full_share_nopad']:.0%}"]
         row += [f"{r['tokens_per_request_step_kpad']:.2f} / {r['tokens_per_request_step_nopad']:.2f}"]
@@ -344,12 +371,13 @@ def _forecast_lines(ahead: pd.DataFrame | None) -> list[str]:
         "same at the bytes and FLOPs of the real model the shape stands in for (its vocabulary, heads and layers), "
         "the step model's size of the stand-in's bias:",
         "",
-        "| shape | parameters | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape | parameters | prompts | corpus | phase | K | predicted | stands in for | predicted at its sizes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in ahead.iterrows():
+        prompts = "-" if pd.isna(r["prompts"]) else int(r["prompts"])
         lines.append(
-            f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {r['corpus']} | {r['phase']} | {r['k']} "
+            f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {prompts} | {r['corpus']} | {r['phase']} | {r['k']} "
             f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
         )
     return lines
@@ -388,34 +416,54 @@ def _measured_near(parameters: pd.Series, cells: pd.DataFrame) -> pd.Series:
 
 def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib Axes
     """Each measured cell with its interval, one colour per GPU (hollow: a confirmation phase), its prediction as a
-    black mark (+ in the fit, x out of sample); a model measured on several GPUs is drawn a little apart per GPU and
-    names it."""
-    several = cells.groupby("model")["gpu"].nunique()
-    for i, (gpu, part) in enumerate(cells.groupby("gpu", sort=True)):
-        for _, r in part.iterrows():
-            low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
-            high = r["ci_high"] - r["ratio"] if pd.notna(r["ci_high"]) else 0.0
-            x = r["parameters"] * 1.1**i * (1.05 if r["phase"] == "confirm" else 1.0)
-            face = "none" if r["phase"] == "confirm" else f"C{i}"
-            ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
-            name = f"stand-in for {r['stand_in_for']}" if r["stand_in_for"] else r["model"]
-            name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
-            name += f", concurrency {r['concurrency']}" if cells["concurrency"].nunique() > 1 else ""
-            name += f", {gpu}" if several[r["model"]] > 1 else ""
-            if _cells_within(cells, r["parameters"] * 1.01, r["parameters"] * 4):  # a larger cell within 4x: under
-                ax.annotate(name, (x, r["ratio"] - low), fontsize=6, xytext=(0, -4), textcoords="offset points",
-                            va="top", ha="center")  # fmt: skip
-            else:
-                ax.annotate(name, (x, r["ratio"]), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
-            if pd.notna(r["predicted"]):
-                mark = "+" if r["fitted_on_this"] is True else "x"
-                ax.plot(x, r["predicted"], marker=mark, color="black", linestyle="none")
-        hollow = " (hollow: confirmation)" if (part["phase"] == "confirm").any() else ""
+    black mark (+ in the fit, x out of sample). The cells of one model stand a little apart (by GPU, phase, prompts,
+    concurrency) and their labels name what tells them apart; more than two are labelled in a column from the top,
+    each joined to its point (:func:`_label`)."""
+    gpus = sorted(set(cells["gpu"]))
+    order = cells.sort_values(["gpu", "phase", "prompts", "concurrency"]).groupby("model", sort=False).cumcount()
+    apart = {c: cells.groupby("model")[c].transform("nunique") > 1 for c in ("gpu", "prompts", "concurrency")}
+    for j, r in cells.iterrows():
+        i = gpus.index(r["gpu"])
+        low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
+        high = r["ci_high"] - r["ratio"] if pd.notna(r["ci_high"]) else 0.0
+        x = r["parameters"] * 1.1 ** order[j]
+        face = "none" if r["phase"] == "confirm" else f"C{i}"
+        ax.errorbar(x, r["ratio"], yerr=[[low], [high]], fmt="o", color=f"C{i}", mfc=face, capsize=3)
+        name = f"stand-in for {r['stand_in_for']}" if r["stand_in_for"] else r["model"]
+        name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
+        name += f", concurrency {r['concurrency']}" if apart["concurrency"][j] else ""
+        name += f", {r['gpu']}" if apart["gpu"][j] else ""
+        name += f", {r['prompts']} prompts" if apart["prompts"][j] else ""
+        _label(ax, cells, r, (x, r["ratio"], low), name)
+        if pd.notna(r["predicted"]):
+            mark = "+" if r["fitted_on_this"] is True else "x"
+            ax.plot(x, r["predicted"], marker=mark, color="black", linestyle="none")
+    for i, gpu in enumerate(gpus):
+        hollow = " (hollow: confirmation)" if (cells.loc[cells["gpu"] == gpu, "phase"] == "confirm").any() else ""
         ax.plot([], [], "o", color=f"C{i}", label=f"measured, {gpu}{hollow}")
     fitted = cells["fitted_on_this"] == True  # noqa: E712 - a column of True / False / None
     for mark, label, shown in (("+", "in the fit", fitted.any()), ("x", "out of sample", (~fitted).any())):
         if shown:
             ax.plot([], [], mark, color="black", linestyle="none", label=f"step model, same cell ({label})")
+
+
+def _label(ax, cells: pd.DataFrame, r: pd.Series, at: tuple[float, float, float], name: str) -> None:  # noqa: ANN001
+    """A cell's label: under its interval when a larger cell is within 4x, else beside its point; where its model has
+    more than two cells, in a column from the top of the panel (right of the smallest model's cells, left of any
+    other's), ranked by ratio, with a line to the point."""
+    x, y, low = at
+    same = cells[cells["model"] == r["model"]]
+    if len(same) > 2:
+        rank = list(same.sort_values("ratio", ascending=False, kind="stable").index).index(r.name)
+        right = r["parameters"] == cells["parameters"].min()
+        x_text = r["parameters"] * 1.1 ** len(same) * 1.2 if right else r["parameters"] / 1.2
+        ax.annotate(name, (x, y), xytext=(x_text, 0.98 - 0.085 * rank), textcoords=("data", "axes fraction"),
+                    fontsize=6, va="top", ha="left" if right else "right",
+                    arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})  # fmt: skip
+    elif _cells_within(cells, r["parameters"] * 1.01, r["parameters"] * 4):  # a larger cell within 4x: under
+        ax.annotate(name, (x, y - low), fontsize=6, xytext=(0, -4), textcoords="offset points", va="top", ha="center")
+    else:
+        ax.annotate(name, (x, y), fontsize=6, xytext=(6, -3), textcoords="offset points", va="top")
 
 
 def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) -> None:

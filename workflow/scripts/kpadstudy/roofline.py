@@ -98,6 +98,7 @@ def terms(runs: pd.DataFrame) -> pd.DataFrame:
     out = r[cols].copy()
     out["phase"] = r["phase"] if "phase" in r else "sweep"  # a cell's sweep and confirmation are compared apart
     out["max_concurrency"] = r["max_concurrency"] if "max_concurrency" in r else float("nan")  # a cell's load
+    out["n_measured"] = r["n_measured"] if "n_measured" in r else float("nan")  # and its measured prompts
     for m in MODES:
         out[f"steps_{m}"] = steps[m][r.index]
     out["positions"] = _num(r, "input_tokens") + out_tok - accepted + _num(r, "spec_draft_tokens")
@@ -150,12 +151,12 @@ def predict(t: pd.DataFrame, params: dict[str, float]) -> pd.Series:
 
 
 def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
-    """kpad K / nopad K per (model, GPU, concurrency, corpus, phase, K), measured and predicted: ratios of median
-    output tok/s over the valid runs of each (measured: ``output_tokens / duration_s``; predicted: over the predicted
-    durations).
+    """kpad K / nopad K per (model, GPU, concurrency, measured prompts, corpus, phase, K), measured and predicted:
+    ratios of median output tok/s over the valid runs of each (measured: ``output_tokens / duration_s``; predicted:
+    over the predicted durations).
 
     Returns:
-        ``model, gpu_name, max_concurrency, corpus, phase, k, n_kpad, n_nopad, measured, predicted``,
+        ``model, gpu_name, max_concurrency, n_measured, corpus, phase, k, n_kpad, n_nopad, measured, predicted``,
         ``kpad_step_ms, nopad_step_ms`` (measured medians per engine step), ``kpad_tokens_per_step``,
         ``nopad_tokens_per_step``.
     """
@@ -165,9 +166,9 @@ def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
         step_ms=1000.0 * t["duration_s"] / sum(t[f"steps_{m}"] for m in MODES),
     )
     rows = []
-    keys = ["model", "gpu_name", "max_concurrency", "corpus", "phase", "k"]
+    keys = ["model", "gpu_name", "max_concurrency", "n_measured", "corpus", "phase", "k"]
     spec = t[t["method"].isin(["kpad", "nopad"])]
-    for (model, gpu, concurrency, corpus, phase, k), g in spec.groupby(keys, sort=True, dropna=False):
+    for (model, gpu, concurrency, prompts, corpus, phase, k), g in spec.groupby(keys, sort=True, dropna=False):
         kp, np_ = g[g["method"] == "kpad"], g[g["method"] == "nopad"]
         if kp.empty or np_.empty:
             continue
@@ -176,6 +177,7 @@ def crossover(t: pd.DataFrame, params: dict[str, float]) -> pd.DataFrame:
                 "model": model,
                 "gpu_name": gpu,
                 "max_concurrency": concurrency,
+                "n_measured": prompts,
                 "corpus": corpus,
                 "phase": phase,
                 "k": int(k),
@@ -255,8 +257,8 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
     stand-in's bias, the acceptance held the same.
 
     Returns:
-        ``shape, corpus, phase, k, predicted, like, predicted_like`` per cell of the fitted model's runs; None
-        when none of its cells has both kpad K and nopad K runs.
+        ``shape, n_measured, corpus, phase, k, predicted, like, predicted_like`` per cell of the fitted model's runs;
+        None when none of its cells has both kpad K and nopad K runs.
     """
     from .widen import REAL, SHAPES, target_shape
 
@@ -272,14 +274,14 @@ def forecast(t: pd.DataFrame, params: dict[str, Any], base: Any) -> pd.DataFrame
 
 
 def _at_sizes(own: pd.DataFrame, params: dict[str, Any], shape: Any) -> pd.DataFrame:
-    """:func:`crossover`'s ``corpus, phase, k, predicted`` of the fitted model's runs at ``shape``'s bytes and
-    FLOPs (:func:`kpadstudy.widen.size_facts`)."""
+    """:func:`crossover`'s ``n_measured, corpus, phase, k, predicted`` of the fitted model's runs at ``shape``'s bytes
+    and FLOPs (:func:`kpadstudy.widen.size_facts`)."""
     from .widen import size_facts
 
     sizes = size_facts(shape)
     scaled = own.assign(memory_s=_memory_s(own, sizes), compute_s=_compute_s(own, sizes))
     table = crossover(scaled, params)
-    return table[["corpus", "phase", "k", "predicted"]] if not table.empty else pd.DataFrame()
+    return table[["n_measured", "corpus", "phase", "k", "predicted"]] if not table.empty else pd.DataFrame()
 
 
 def _memory_s(t: pd.DataFrame, sizes: dict[str, Any]) -> pd.Series:
