@@ -50,6 +50,12 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     assert "| Llama-3.1-8B-Instruct | mix | 12 | 1.20x | 3.79x |" in text
     assert "| Qwen2.5-7B-Instruct | mix | 6 | 0.96x | 1.80x |" in text  # 7,488 / 7,803 and / 4,169
     assert "| qwen2.5-32b | 27.93 B | 256 | sharegpt | sweep | 8 | 0.85x | Qwen2.5-32B | 0.83x |" in text
+    # refitted at half, a third and a quarter of the datasheet FLOP/s, the pads cost more: padding pays less
+    assert (
+        "| smollm2-wide-llama-3.1-8b | NVIDIA H100 80GB HBM3 | 512 | sweep | 8 | 0.87x | 0.97x | 0.90x | 0.86x "
+        "| 0.82x |" in text
+    )
+    assert "| SmolLM2-135M-Instruct | NVIDIA H200 | 256 |" not in text.split("refitted at each")[1]  # in the fit
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and (tmp_path / "fig.svg").exists()
 
 

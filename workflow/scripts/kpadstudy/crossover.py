@@ -29,6 +29,9 @@ COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
 #: the study's models issue 41 sets the stand-ins beside (their published rows: 8x B200, no nopad)
 STUDY_MODELS = ["Llama-3.1-8B-Instruct", "Qwen2.5-7B-Instruct", "Qwen2.5-32B-Instruct", "DeepSeek-R1-Distill-Qwen-32B"]
 PUBLISHED = "resources/reference/kpad_published.csv"
+#: FLOP efficiencies (of the datasheet peak) the out-of-sample predictions are shown at besides the fit's 1.0
+EFFICIENCIES = (0.5, 0.35, 0.25)
+CELL_KEYS = ["model", "gpu", "concurrency", "prompts", "corpus", "phase", "k"]
 
 
 #: the columns a runs table must have here (``phase`` may be absent: sweep)
@@ -146,9 +149,7 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     cells = pd.DataFrame(rows)
     model, params, ahead = roofline.step_model(runs)
     if model is not None and not model.empty:
-        keys = ["model", "gpu", "concurrency", "prompts", "corpus", "phase", "k"]
-        model = model.rename(columns={"gpu_name": "gpu", "max_concurrency": "concurrency", "n_measured": "prompts"})
-        cells = cells.merge(model[[*keys, "predicted", "fitted_on_this"]], on=keys, how="left")
+        cells = cells.merge(_by_cell(model)[[*CELL_KEYS, "predicted", "fitted_on_this"]], on=CELL_KEYS, how="left")
     else:
         cells = cells.assign(predicted=float("nan"), fitted_on_this=False)
     if ahead is not None:
@@ -159,6 +160,26 @@ def table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict | None, pd.DataFrame |
     cells["prompts"] = cells["prompts"].astype("Int64")
     order = ["parameters", "gpu", "concurrency", "prompts", "phase"]
     return cells[COLUMNS].sort_values(order).reset_index(drop=True), params, ahead, dropped
+
+
+def _by_cell(model: pd.DataFrame) -> pd.DataFrame:
+    """:func:`kpadstudy.roofline.crossover`'s table with this module's cell key names (:data:`CELL_KEYS`)."""
+    return model.rename(columns={"gpu_name": "gpu", "max_concurrency": "concurrency", "n_measured": "prompts"})
+
+
+def sensitivity(runs: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """The out-of-sample cells' predictions if the GPU reached only a part of its datasheet FLOP/s: the step model
+    refitted at each of :data:`EFFICIENCIES` (config ``step_model.efficiency``), a column ``predicted_<e>`` each,
+    beside the paired ``ratio``. The fit cannot tell the efficiency from one model's runs (their FLOPs and positions
+    are proportional), so this is a range, not a fit; empty when no cell is out of sample."""
+    out = cells.loc[cells["fitted_on_this"] != True, [*CELL_KEYS, "ratio", "predicted"]]  # noqa: E712 - None too
+    out = out.dropna(subset=["predicted"])
+    if out.empty:
+        return out
+    for e in EFFICIENCIES:
+        model = _by_cell(roofline.step_model(runs, efficiency=e)[0]).rename(columns={"predicted": f"predicted_{e}"})
+        out = out.merge(model[[*CELL_KEYS, f"predicted_{e}"]], on=CELL_KEYS, how="left")
+    return out.reset_index(drop=True)
 
 
 def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
@@ -298,12 +319,12 @@ def to_markdown(
     ahead: pd.DataFrame | None,
     sources: list[str],
     left_out: list[str],
-    extra: tuple[list[str], pd.DataFrame | None] = ([], None),
+    extra: tuple[list[str], pd.DataFrame | None, pd.DataFrame | None] = ([], None, None),
 ) -> str:
     """The crossover table: each cell's paired kpad K / nopad K with its interval, FULL share and tokens per
     request-step, beside the step model's prediction; then the forecast of the widened shapes, and ``extra``: the
-    stand-ins' tokens per request-step against their bases' (:func:`against_base`) and the study's own rows
-    (:func:`published_rows`)."""
+    stand-ins' tokens per request-step against their bases' (:func:`against_base`), the study's own rows
+    (:func:`published_rows`) and the predictions at lower FLOP efficiencies (:func:`sensitivity`)."""
     lines = [
         "# Where padding pays: kpad K / nopad K by model size",
         "",
@@ -322,7 +343,8 @@ def to_markdown(
         *_cell_lines(cells),
         *_forecast_lines(ahead),
     ]
-    base_lines, study = extra
+    base_lines, study, slower = extra
+    lines += _sensitivity_lines(slower)
     if base_lines:
         lines += ["", "A stand-in's tokens per request-step beside its base model's (the same function up to bf16 "
                   "rounding, so the same drafts and acceptance within that):", "", *base_lines]  # fmt: skip
@@ -379,6 +401,31 @@ def _forecast_lines(ahead: pd.DataFrame | None) -> list[str]:
         lines.append(
             f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {prompts} | {r['corpus']} | {r['phase']} | {r['k']} "
             f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
+        )
+    return lines
+
+
+def _sensitivity_lines(slower: pd.DataFrame | None) -> list[str]:
+    """The out-of-sample cells' predictions at lower FLOP efficiencies (:func:`sensitivity`)."""
+    if slower is None or slower.empty:
+        return []
+    lines = [
+        "",
+        "The out-of-sample predictions if the GPU reached only a part of its datasheet FLOP/s (config "
+        "`step_model.efficiency`; the fit takes 1.0 and cannot tell it from one model's runs), refitted at each: a "
+        "lower efficiency charges every verified position, pads included, more, so padding is predicted to pay less. "
+        "Which efficiency holds is not measured here:",
+        "",
+        "| model | GPU | prompts | phase | K | measured (paired) | predicted at 1.0 | "
+        + " | ".join(f"at {e}" for e in EFFICIENCIES) + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(EFFICIENCIES),
+    ]  # fmt: skip
+    for _, r in slower.iterrows():
+        prompts = "-" if pd.isna(r["prompts"]) else int(r["prompts"])
+        at = " | ".join(f"{r[f'predicted_{e}']:.2f}x" for e in EFFICIENCIES)
+        lines.append(
+            f"| {r['model']} | {r['gpu']} | {prompts} | {r['phase']} | {r['k']} | {r['ratio']:.2f}x "
+            f"| {r['predicted']:.2f}x | {at} |"
         )
     return lines
 
@@ -515,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     left_out += dropped
     for line in left_out:
         print(f"crossover: {line}", file=sys.stderr)
-    extra = (against_base(cells, runs), published_rows(args.published, cells))
+    extra = (against_base(cells, runs), published_rows(args.published, cells), sensitivity(runs, cells))
     Path(args.out_prefix + ".md").write_text(to_markdown(cells, params, ahead, args.runs, left_out, extra))
     cells.to_parquet(args.out_prefix + ".parquet", index=False)
     draw(cells, ahead, args.figure_prefix + ".png", args.figure_prefix + ".svg")
