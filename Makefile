@@ -12,7 +12,7 @@ STACK := $(if $(GPU),gpu,cpu)
 STAMP := $(VENV)/.installed-$(STACK)
 CORES ?= all
 
-.PHONY: install demo test lint format docs figures kpad-selftest bench-client bench-proposer acceptance-metrics slurm-test results-env from-cache compare-studies crossover
+.PHONY: install demo test lint format docs figures kpad-selftest bench-client bench-proposer bench-gemm acceptance-metrics slurm-test results-env from-cache compare-studies crossover
 
 install: $(STAMP)
 
@@ -67,6 +67,11 @@ bench-client: $(STAMP)
 # CPU time per step of vLLM's suffix proposer with and without kpadauto's skipped lookups (ratio printed)
 bench-proposer: $(STAMP)
 	PYTHONPATH=workflow/scripts $(PY) tools/bench_proposer.py
+
+# Matrix-multiply time of one engine step by its verified positions, on this machine's GPU (docs/outputs.md)
+bench-gemm: $(STAMP)
+	mkdir -p results
+	PYTHONPATH=workflow/scripts $(PY) -m kpadstudy.gemm results/gemm $(GEMM_ARGS)
 
 # vLLM's acceptance metrics with and without padding, in vLLM's own test_suffix_decoding_acceptance scenario
 # (PROMPTS of its test prompts, 10 passes, K=8, SmolLM2-135M on this machine's vLLM): per-pass counters, outputs

@@ -1,0 +1,212 @@
+"""Matrix-multiply time of a model shape's engine step by the tokens it verifies: what a pad token costs.
+
+    make bench-gemm   (= PYTHONPATH=workflow/scripts python -m kpadstudy.gemm results/gemm [options])
+    python -m kpadstudy.gemm OUT_PREFIX [--shape NAME ...] [--tokens M ...] [--device auto|cuda|cpu]
+
+For each shape (``base``: SmolLM2-135M-Instruct, or a name of :data:`kpadstudy.widen.SHAPES`, widened from it) and
+each token count M (the positions one engine step verifies: requests x (1 + draft slots), pads included), times the
+step's projections as vLLM runs them: per layer the fused QKV, the output, the fused gate-up and the down projection
+(``torch.nn.functional.linear`` on weights of the shape's sizes, random values), then the LM head over all M
+positions. Attention itself, norms and sampling are not timed: they are not matrix multiplies of the weights.
+Enough copies of a layer's weights are cycled that no layer finds the previous one's weights in the GPU's L2 cache.
+
+Writes ``OUT_PREFIX.parquet`` and ``OUT_PREFIX.md``: per shape and M, the median step time of those multiplies, its
+FLOP/s and their share of the GPU's datasheet peak (:data:`kpadstudy.roofline.GPUS`; none on a GPU it lacks or on a
+CPU), the time the weights take to read at the datasheet bandwidth, and the milliseconds each added token costs
+between consecutive M: a kpad step verifies requests x (1 + K) positions, an unpadded one only its real drafts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import roofline, widen
+
+BASE = "SmolLM2-135M-Instruct"
+#: concurrency 32 at 0, 1, 2, 3, 4, 6, 8 and 12 draft slots a request
+TOKENS = [32 * (1 + k) for k in (0, 1, 2, 3, 4, 6, 8, 12)]
+SHAPES = ["base", "1b", "3b", "llama-3.1-8b"]
+#: at least this many bytes of distinct layer weights are cycled (the H100's and H200's L2 cache is 50 MB)
+CYCLE_BYTES = 256 * 2**20
+COLUMNS = ["shape", "parameters", "device", "gpu_name", "dtype", "tokens", "repeats", "gemm_ms", "flops"]
+COLUMNS += ["tflop_s", "efficiency", "weight_read_ms", "ms_per_added_token"]
+
+
+def shape_of(name: str) -> widen.Shape:
+    """``base`` (SmolLM2-135M-Instruct's sizes) or a named widening of it (:data:`kpadstudy.widen.SHAPES`).
+
+    Raises:
+        ValueError: naming the shapes there are.
+    """
+    base = roofline.known_shapes()[BASE]
+    if name == "base":
+        return base
+    if name not in widen.SHAPES:
+        raise ValueError(f"gemm: no shape {name!r}: use base or one of {sorted(widen.SHAPES)} (kpadstudy/widen.py)")
+    return widen.target_shape(base, name)
+
+
+def projections(shape: widen.Shape) -> dict[str, tuple[int, int]]:
+    """One layer's weight matrices as vLLM fuses them, ``name: (out_features, in_features)``; ``lm_head`` once a
+    step."""
+    d, i = shape.hidden_size, shape.intermediate_size
+    q, kv = shape.num_attention_heads * shape.head_dim, shape.num_key_value_heads * shape.head_dim
+    return {
+        "qkv": (q + 2 * kv, d),
+        "o": (d, q),
+        "gate_up": (2 * i, d),
+        "down": (d, i),
+        "lm_head": (shape.vocab_size, d),
+    }
+
+
+def step_flops(shape: widen.Shape, tokens: int) -> int:
+    """FLOPs of one step's projections at ``tokens`` positions: 2 per weight and position, every layer and the LM
+    head."""
+    mats = projections(shape)
+    layer = sum(n * k for name, (n, k) in mats.items() if name != "lm_head")
+    head = mats["lm_head"][0] * mats["lm_head"][1]
+    return 2 * tokens * (shape.num_hidden_layers * layer + head)
+
+
+def weight_bytes(shape: widen.Shape, dtype_bytes: int = 2) -> int:
+    """Bytes of the weights one step's projections read (every layer's and the LM head's): a weight per FLOP pair."""
+    return step_flops(shape, 1) // 2 * dtype_bytes
+
+
+def time_step(shape: widen.Shape, tokens: int, device: str, dtype: str, repeats: int) -> list[float]:
+    """Milliseconds of ``repeats`` timed steps' projections at ``tokens`` positions (after 3 untimed ones)."""
+    import torch
+    import torch.nn.functional as F
+
+    dt = getattr(torch, dtype)
+    mats = projections(shape)
+    layer_bytes = sum(n * k for name, (n, k) in mats.items() if name != "lm_head") * torch.finfo(dt).bits // 8
+    copies = max(1, min(shape.num_hidden_layers, math.ceil(CYCLE_BYTES / layer_bytes)))
+    layers = [
+        {
+            name: torch.randn(n, k, device=device, dtype=dt) / k**0.5
+            for name, (n, k) in mats.items()
+            if name != "lm_head"
+        }
+        for _ in range(copies)
+    ]
+    head = torch.randn(*mats["lm_head"], device=device, dtype=dt)
+    x = torch.randn(tokens, shape.hidden_size, device=device, dtype=dt)
+    attn = torch.randn(tokens, mats["o"][1], device=device, dtype=dt)
+    act = torch.randn(tokens, mats["down"][1], device=device, dtype=dt)
+
+    def step() -> None:
+        for j in range(shape.num_hidden_layers):
+            w = layers[j % copies]
+            for name, inputs in (("qkv", x), ("o", attn), ("gate_up", x), ("down", act)):
+                F.linear(inputs, w[name])
+        F.linear(x, head)
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    times = []
+    for r in range(3 + repeats):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        if r >= 3:
+            times.append(1000.0 * (time.perf_counter() - t0))
+    return times
+
+
+def measure(
+    shapes: dict[str, widen.Shape], tokens: list[int], device: str, dtype: str = "bfloat16", repeats: int = 20
+) -> pd.DataFrame:
+    """One row per shape (by name) and token count (:data:`COLUMNS`)."""
+    import torch
+
+    gpu = torch.cuda.get_device_name() if device == "cuda" else None
+    rates = roofline.GPUS.get(gpu, {})
+    rows = []
+    for name, shape in shapes.items():
+        for m in sorted(tokens):
+            ms = statistics.median(time_step(shape, m, device, dtype, repeats))
+            flops = step_flops(shape, m)
+            rows.append(
+                {"shape": name, "parameters": shape.parameters(), "device": device, "gpu_name": gpu, "dtype": dtype}
+                | {"tokens": m, "repeats": repeats, "gemm_ms": ms, "flops": flops, "tflop_s": flops / ms / 1e9}
+                | {"efficiency": flops / ms * 1000.0 / rates["peak_flops"] if rates else float("nan")}
+                | {"weight_read_ms": 1000.0 * weight_bytes(shape) / rates["bandwidth"] if rates else float("nan")}
+            )
+    table = pd.DataFrame(rows)
+    added = table.groupby("shape", sort=False)[["gemm_ms", "tokens"]].diff()
+    table["ms_per_added_token"] = added["gemm_ms"] / added["tokens"]
+    return table[COLUMNS]
+
+
+def to_markdown(table: pd.DataFrame, command: str) -> str:
+    """The table of :func:`measure` with what it measured and how."""
+    first = table.iloc[0]
+    where = first["gpu_name"] or f"{first['device']} (no datasheet rates)"
+    lines = [
+        "# Matrix-multiply time of one engine step by the tokens it verifies",
+        "",
+        f"`{command}` on {where}, {first['dtype']}, median of {first['repeats']} steps each: every layer's fused QKV, "
+        "output, fused gate-up and down projections and the LM head over all the step's positions "
+        "(kpadstudy/gemm.py). Attention, norms and sampling are not included. A kpad K step at concurrency c verifies "
+        "c x (1 + K) positions; an unpadded step only its real drafts. Efficiency: the FLOP/s over the datasheet "
+        "peak the step-cost model assumes (kpadstudy/roofline.py, `step_model.efficiency`).",
+        "",
+        "| shape | parameters | tokens | GEMM ms | TFLOP/s | efficiency | weights at datasheet bandwidth, ms "
+        "| ms per added token |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in table.iterrows():
+        cells = [
+            r["shape"],
+            f"{r['parameters'] / 1e9:.2f} B",
+            r["tokens"],
+            f"{r['gemm_ms']:.3f}",
+            f"{r['tflop_s']:.3g}",
+        ]
+        cells += ["-" if pd.isna(r["efficiency"]) else f"{r['efficiency']:.2f}"]
+        cells += ["-" if pd.isna(r["weight_read_ms"]) else f"{r['weight_read_ms']:.3f}"]
+        cells += ["-" if pd.isna(r["ms_per_added_token"]) else f"{r['ms_per_added_token']:.4f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.parquet")
+    parser.add_argument("--shape", nargs="+", default=SHAPES, help=f"shapes (default {' '.join(SHAPES)})")
+    parser.add_argument("--tokens", nargs="+", type=int, default=TOKENS, help="positions a step verifies")
+    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    import torch
+
+    if not Path(args.out_prefix).parent.is_dir():
+        raise SystemExit(f"gemm: {Path(args.out_prefix).parent} does not exist: make the folder first")
+    if min(args.tokens) < 1 or args.repeats < 1:
+        raise SystemExit(f"gemm: --tokens {args.tokens} and --repeats {args.repeats} must be 1 or more")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gemm: --device cuda, but torch sees no GPU here: use --device cpu or run it on the GPU")
+    try:
+        shapes = {name: shape_of(name) for name in args.shape}
+    except ValueError as e:
+        raise SystemExit(str(e)) from e
+    table = measure(shapes, args.tokens, device, args.dtype, args.repeats)
+    table.to_parquet(args.out_prefix + ".parquet", index=False)
+    command = "python -m kpadstudy.gemm " + " ".join(argv if argv is not None else sys.argv[1:])
+    Path(args.out_prefix + ".md").write_text(to_markdown(table, command))
+    print(f"gemm: {len(table)} rows -> {args.out_prefix}.{{md,parquet}}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
