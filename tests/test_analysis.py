@@ -839,3 +839,26 @@ def test_a_padded_pick_without_an_unpadded_run_at_its_k_is_set_against_the_best_
     assert "at an estimated 0.96x kpad8's output tok/s (the inverse of kpad8 / nopad4)" in unpadded
     nopad4 = _served_argv(SERVE_CFG, runs.configurations(SERVE_CFG)[3])
     assert shlex.split(unpadded.split("```bash\n")[1].split("\n```")[0]) == ["ARCTIC_INFERENCE_ENABLED=0", *nopad4]
+
+
+def test_the_tables_read_runs_as_the_paired_tables_do_refusing_a_rate_that_is_no_measurement(tmp_path):
+    """write_tables reads every runs table with paired.read_runs_table: numbers stored as text become numbers, and an
+    ok run without a positive rate is refused with the file named, not dropped from the recommendations."""
+    import write_tables
+
+    source = "results/gpu/h100-widened-8b-crossover-runs.parquet"
+    runs = pd.read_parquet(ROOT / source)
+    as_text = tmp_path / "text-runs.parquet"
+    runs.assign(output_tok_s=runs["output_tok_s"].map(str), repeat=runs["repeat"].map(str)).to_parquet(as_text)
+    read = write_tables._read_run_tables([str(as_text)])
+    assert read["output_tok_s"].tolist() == pytest.approx(runs["output_tok_s"].tolist())
+    assert read["repeat"].tolist() == runs["repeat"].astype(int).tolist() == [1, 2, 3, 1, 2, 3]
+    zero = tmp_path / "zero-runs.parquet"
+    runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 2, 0.0)).to_parquet(zero)
+    with pytest.raises(ValueError) as e:
+        write_tables._read_run_tables(str(zero))
+    assert str(e.value) == (
+        f"{zero}: 1 runs are ok without a positive, finite output tok/s (first: row 2, "
+        f"{runs.at[2, 'configuration']}: output_tok_s 0.0); not a measured rate: fix or drop those rows"
+    )
+    assert write_tables._read_run_tables(None) is None

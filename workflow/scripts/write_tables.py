@@ -34,7 +34,8 @@ def write_comparison(cells_path: str, reference_path: str, out_parquet: str, out
 def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, out_md: str) -> pd.DataFrame:
     """The K-bar vs R table (:func:`kpadstudy.stepcost.step_cost`) as Parquet and markdown."""
     cells = tables.read_cells(cells_path)
-    runs = pd.read_parquet(runs_path) if runs_path else pd.DataFrame()
+    runs = _read_run_tables(runs_path)
+    runs = runs if runs is not None else pd.DataFrame()
     t = stepcost.step_cost(runs, cells)
     tables.write_table(t, out_parquet)
     lines = [STEP_COST_HEADER]
@@ -98,9 +99,10 @@ def write_step_cost(runs_path: str | None, cells_path: str, out_parquet: str, ou
 
 def _read_run_tables(runs_path: str | list[str] | None) -> pd.DataFrame | None:
     """The run records of ``runs_path`` (one path or several: results/runs.parquet, and results/confirm/runs.parquet
-    with a confirmation) as one table; None without a path."""
+    with a confirmation) as one table, each read by :func:`kpadstudy.paired.read_runs_table` (which refuses, naming
+    the file, what a summary would drop or misplace); None without a path."""
     paths = [runs_path] if isinstance(runs_path, str) else list(runs_path or [])
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else None
+    return pd.concat([paired.read_runs_table(p) for p in paths], ignore_index=True) if paths else None
 
 
 def write_recommendations_and_summary(
@@ -209,7 +211,7 @@ def write_report_pages(
     (``inputs``: cells, runs, equivalence, reference and the markdown tables of tables_from_cache)."""
     captions_dir = captions_dir or kreport.CAPTIONS
     cells = tables.read_cells(inputs["cells"])
-    runs = pd.read_parquet(inputs["runs"]) if inputs.get("runs") else None
+    runs = _read_run_tables(inputs.get("runs"))
     equivalence = pd.read_parquet(inputs["equivalence"]) if inputs.get("equivalence") else None
     captions = {
         name: kreport.read_caption(Path(captions_dir) / f"{rst}.rst") for name, (_, rst) in kreport.PAGES.items()
