@@ -64,6 +64,9 @@ def test_the_command_writes_its_table_and_refuses_bad_arguments(tmp_path):
     gemm.main([out, "--shape", "base", "--tokens", "8", "--dtype", "float32", "--repeats", "1", "--device", "cpu"])
     table = pd.read_parquet(out + ".parquet")
     assert (table.iloc[0]["shape"], table.iloc[0]["tokens"], table.iloc[0]["repeats"]) == ("base", 8, 1)
+    gemm.main([str(tmp_path / "cpu"), "--tokens", "8", "--device", "cpu"])  # a CPU's defaults
+    cpu = pd.read_parquet(tmp_path / "cpu.parquet")
+    assert (list(cpu["shape"]), list(cpu["dtype"]), list(cpu["repeats"])) == (["base"], ["float32"], [3])
     text = (tmp_path / "gemm.md").read_text()
     assert text.startswith("# Matrix-multiply time of one engine step by the tokens it verifies\n")
     assert (
@@ -75,7 +78,7 @@ def test_the_command_writes_its_table_and_refuses_bad_arguments(tmp_path):
         gemm.main([out, "--shape", "huge", "--device", "cpu"])
     with pytest.raises(SystemExit, match=r"gemm: .*/missing does not exist: make the folder first"):
         gemm.main([str(tmp_path / "missing" / "g"), "--device", "cpu"])
-    with pytest.raises(SystemExit, match=r"gemm: --tokens \[0\] and --repeats 20 must be 1 or more"):
+    with pytest.raises(SystemExit, match=r"gemm: --tokens \[0\] and --repeats 3 must be 1 or more"):
         gemm.main([out, "--tokens", "0", "--device", "cpu"])
 
 

@@ -33,6 +33,9 @@ BASE = "SmolLM2-135M-Instruct"
 #: concurrency 32 at 0, 1, 2, 3, 4, 6, 8 and 12 draft slots a request
 TOKENS = [32 * (1 + k) for k in (0, 1, 2, 3, 4, 6, 8, 12)]
 SHAPES = ["base", "1b", "3b", "llama-3.1-8b"]
+#: the defaults on a CPU, where a bf16 step of the 8B shape takes minutes: the base model in float32, 3 steps a point
+CPU_DEFAULTS = {"shape": ["base"], "dtype": "float32", "repeats": 3}
+GPU_DEFAULTS = {"shape": SHAPES, "dtype": "bfloat16", "repeats": 20}
 #: at least this many bytes of distinct layer weights are cycled (the H100's and H200's L2 cache is 50 MB)
 CYCLE_BYTES = 256 * 2**20
 COLUMNS = ["shape", "parameters", "device", "gpu_name", "dtype", "tokens", "repeats", "gemm_ms", "flops"]
@@ -182,21 +185,25 @@ def to_markdown(table: pd.DataFrame, command: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.parquet")
-    parser.add_argument("--shape", nargs="+", default=SHAPES, help=f"shapes (default {' '.join(SHAPES)})")
+    parser.add_argument("--shape", nargs="+", help=f"shapes (default {' '.join(SHAPES)}; on a CPU base)")
     parser.add_argument("--tokens", nargs="+", type=int, default=TOKENS, help="positions a step verifies")
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--dtype", choices=["bfloat16", "float16", "float32"], help="default bfloat16; on a CPU float32"
+    )
+    parser.add_argument("--repeats", type=int, help="timed steps a point (default 20; on a CPU 3)")
     args = parser.parse_args(argv)
     import torch
 
     if not Path(args.out_prefix).parent.is_dir():
         raise SystemExit(f"gemm: {Path(args.out_prefix).parent} does not exist: make the folder first")
-    if min(args.tokens) < 1 or args.repeats < 1:
-        raise SystemExit(f"gemm: --tokens {args.tokens} and --repeats {args.repeats} must be 1 or more")
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gemm: --device cuda, but torch sees no GPU here: use --device cpu or run it on the GPU")
+    for key, value in (CPU_DEFAULTS if device == "cpu" else GPU_DEFAULTS).items():
+        setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
+    if min(args.tokens) < 1 or args.repeats < 1:
+        raise SystemExit(f"gemm: --tokens {args.tokens} and --repeats {args.repeats} must be 1 or more")
     try:
         shapes = {name: shape_of(name) for name in args.shape}
     except ValueError as e:
