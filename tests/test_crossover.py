@@ -200,6 +200,31 @@ def test_one_model_on_one_gpu_with_another_prompt_count_is_its_own_cell(tmp_path
         "| SmolLM2-135M-Instruct | - | 0.13 B | NVIDIA H100 80GB HBM3 | 32 | 1024 | sharegpt | sweep | 8 | 4 |" in text
     )
     assert "against SmolLM2-135M-Instruct's 3.35 (+1.3%)\n" in text  # the 512-prompt cell, same table: no caveat
+    assert cells["predicted"].notna().all() and cells["fitted_on_this"].tolist() == [True, True, False]
+
+
+def test_a_stand_in_is_set_beside_its_bases_cell_with_the_same_prompts_and_a_partial_count_is_refused(tmp_path):
+    """The 1b stand-in's runs as if measured at 1,024 prompts: its base is the pooled 135M cell of 1,024 prompts
+    (nopad8 median 3.43 tokens per request-step), not the 512-prompt one of its own table (3.35)."""
+    runs = pd.read_parquet(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    relabelled = tmp_path / "1b-1024-runs.parquet"
+    runs.assign(n_measured=runs["n_measured"].where(runs["model"] != "smollm2-wide-1b", 1024)).to_parquet(relabelled)
+    pooled = str(ROOT / "results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet")
+    crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(relabelled), pooled])
+    text = (tmp_path / "x.md").read_text()
+    assert (
+        "- smollm2-wide-1b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.40 tokens per request-step "
+        "against SmolLM2-135M-Instruct's 3.43 (-0.8%); the base's cell from another runs table (1024 measured "
+        "prompts, this cell 1024 measured prompts; other settings may differ)" in text
+    )
+    partial = tmp_path / "partial-runs.parquet"
+    runs.assign(n_measured=runs["n_measured"].where(runs.index % 2 == 0)).to_parquet(partial)
+    with pytest.raises(SystemExit) as e:
+        crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(partial)])
+    assert str(e.value) == (
+        f"crossover: {partial}: 6 of 12 runs have no n_measured (measured prompts), the others have: their cells "
+        "would split; remake the table from the run records (tools/aggregate_records.py)"
+    )
 
 
 def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):

@@ -44,9 +44,9 @@ def test_base_is_smollm2_and_an_unknown_shape_names_the_known_ones():
 
 
 def test_a_tiny_shape_is_timed_on_the_cpu_with_its_exact_flops():
-    table = gemm.measure({"tiny": TINY}, [8, 4], "cpu", "float32", repeats=2)
+    table = gemm.measure({"tiny": TINY}, [8, 4, 8], "cpu", "float32", repeats=2)
     assert list(table.columns) == gemm.COLUMNS
-    assert list(table["tokens"]) == [4, 8]
+    assert list(table["tokens"]) == [4, 8]  # each count once
     # a layer: qkv 128 x 64, o 64 x 64, gate_up 256 x 64, down 64 x 128; the LM head 100 x 64
     weights = 2 * (128 * 64 + 64 * 64 + 256 * 64 + 64 * 128) + 100 * 64
     assert list(table["flops"]) == [2 * 4 * weights, 2 * 8 * weights]
@@ -54,9 +54,12 @@ def test_a_tiny_shape_is_timed_on_the_cpu_with_its_exact_flops():
         (table["flops"] / table["gemm_ms"] / 1e9).tolist()
     )
     first, second = table.iloc[0], table.iloc[1]
-    assert math.isnan(first["ms_per_added_token"])
-    assert second["ms_per_added_token"] == pytest.approx((second["gemm_ms"] - first["gemm_ms"]) / 4)
-    assert table["efficiency"].isna().all() and table["gpu_name"].isna().all()  # a CPU: no datasheet rates
+    slope = (second["gemm_ms"] - first["gemm_ms"]) / 4  # through two points, the least-squares line is the chord
+    assert table["ms_per_token"].tolist() == pytest.approx([slope, slope])
+    assert table["gpu_name"].isna().all()  # a CPU: no datasheet rates, so no efficiency or weights' read time
+    assert table[["efficiency", "marginal_efficiency", "weight_read_ms"]].isna().all().all()
+    one = gemm.measure({"tiny": TINY}, [4], "cpu", "float32", repeats=1)
+    assert math.isnan(one.iloc[0]["ms_per_token"])  # no slope from one count
 
 
 def test_the_command_writes_its_table_and_refuses_bad_arguments(tmp_path):
@@ -74,6 +77,7 @@ def test_the_command_writes_its_table_and_refuses_bad_arguments(tmp_path):
         in text
     )
     assert "\n| base | 0.13 B | 8 | " in text
+    assert text.endswith("| shape | ms per added position | marginal efficiency |\n|---|---|---|\n| base | - | - |\n")
     with pytest.raises(SystemExit, match="gemm: no shape 'huge': use base or one of"):
         gemm.main([out, "--shape", "huge", "--device", "cpu"])
     with pytest.raises(SystemExit, match=r"gemm: .*/missing does not exist: make the folder first"):

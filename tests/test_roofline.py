@@ -226,3 +226,19 @@ def test_no_forecast_from_the_135m_model_without_a_nopad_run():
     table, params, ahead = roofline.step_model(runs)
     assert params["fit_on"] == "SmolLM2-135M-Instruct" and table.empty and ahead is None
     assert "No cell has both kpad and nopad runs at one K." in roofline.to_markdown(table, params, runs, ahead)
+
+
+def test_cells_of_one_model_that_measured_different_prompt_counts_are_two_rows_that_say_so():
+    """The 135M model on an H100 at 512 measured prompts (the 1b lease) and 1,024 (the pooled auto-unpadded leases):
+    two cells, and step_model.md shows the prompts where its cells differ in them (one count: no such column)."""
+    one_b = pd.read_parquet(ROOT / "results/gpu/h100-widened-1b-crossover-runs.parquet")
+    pooled = pd.read_parquet(ROOT / "results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet")
+    small = one_b[one_b["model"] == "SmolLM2-135M-Instruct"]
+    table, params, ahead = roofline.step_model(pd.concat([small, pooled], ignore_index=True))
+    assert list(zip(table["n_measured"], table["n_kpad"], table["n_nopad"], strict=True)) == [(512, 3, 3), (1024, 4, 4)]
+    assert params["runs"] == 6 + 19  # every valid run of the model on the GPU, van, suf and kpadautou12 included
+    text = roofline.to_markdown(table, params, pooled, ahead)
+    assert "| model | GPU | prompts | corpus | phase | K |" in text
+    assert "| SmolLM2-135M-Instruct | NVIDIA H100 80GB HBM3 | 1024 | sharegpt | sweep | 8 | 4 / 4 |" in text
+    alone, params, ahead = roofline.step_model(pooled)
+    assert "| model | GPU | corpus | phase | K |" in roofline.to_markdown(alone, params, pooled, ahead)

@@ -3,11 +3,11 @@
 import pandas as pd
 
 from _rule import setup_logging
-from kpadstudy import roofline
+from kpadstudy import paired, roofline
 
 sm = snakemake  # noqa: F821
 setup_logging(sm.log[0])
-runs = pd.concat([pd.read_parquet(p) for p in sm.input.runs], ignore_index=True)
+runs = pd.concat([paired.read_runs_table(p) for p in sm.input.runs], ignore_index=True)
 table, params, ahead = roofline.step_model(runs, sm.params.fit_on, sm.params.efficiency)
 (table if table is not None else pd.DataFrame()).to_csv(sm.output.csv, index=False)
 with open(sm.output.md, "w") as f:

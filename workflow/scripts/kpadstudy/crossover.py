@@ -82,8 +82,15 @@ def _read_one(path: str) -> pd.DataFrame:
                 "(tools/aggregate_records.py)"
             )
     prompts = pd.to_numeric(frame["n_measured"], errors="coerce") if "n_measured" in frame else float("nan")
+    prompts = pd.Series(prompts, frame.index)
+    if prompts.isna().any() and prompts.notna().any():
+        raise SystemExit(
+            f"crossover: {path}: {int(prompts.isna().sum())} of {len(frame)} runs have no n_measured (measured "
+            "prompts), the others have: their cells would split; remake the table from the run records "
+            "(tools/aggregate_records.py)"
+        )
     concurrency = frame["max_concurrency"].astype("Int64")
-    return frame.assign(max_concurrency=concurrency, n_measured=pd.Series(prompts, frame.index), source=path)
+    return frame.assign(max_concurrency=concurrency, n_measured=prompts, source=path)
 
 
 def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
@@ -468,7 +475,10 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
     each joined to its point (:func:`_label`)."""
     gpus = sorted(set(cells["gpu"]))
     order = cells.sort_values(["gpu", "phase", "prompts", "concurrency"]).groupby("model", sort=False).cumcount()
-    apart = {c: cells.groupby("model")[c].transform("nunique") > 1 for c in ("gpu", "prompts", "concurrency")}
+    apart = {
+        c: cells.groupby("model")[c].transform(lambda v: v.nunique(dropna=False)) > 1
+        for c in ("gpu", "prompts", "concurrency")
+    }
     for j, r in cells.iterrows():
         i = gpus.index(r["gpu"])
         low = r["ratio"] - r["ci_low"] if pd.notna(r["ci_low"]) else 0.0
@@ -480,7 +490,7 @@ def _draw_cells(ax, cells: pd.DataFrame) -> None:  # noqa: ANN001 - a matplotlib
         name += f"\n{r['phase']}, K={r['k']}, n={r['n']}"
         name += f", concurrency {r['concurrency']}" if apart["concurrency"][j] else ""
         name += f", {r['gpu']}" if apart["gpu"][j] else ""
-        name += f", {r['prompts']} prompts" if apart["prompts"][j] else ""
+        name += (_prompts(r["prompts"]) or ", prompts not recorded") if apart["prompts"][j] else ""
         _label(ax, cells, r, (x, r["ratio"], low), name)
         if pd.notna(r["predicted"]):
             mark = "+" if r["fitted_on_this"] is True else "x"
@@ -527,6 +537,8 @@ def draw(cells: pd.DataFrame, ahead: pd.DataFrame | None, png: str, svg: str) ->
     if ahead is not None and not ahead.empty:
         line = ahead.groupby(["parameters", "shape"])["predicted"].mean().reset_index().sort_values("parameters")
         label = f"step model forecast, widened shapes, {ahead['gpu'].iloc[0]}"
+        several = len(ahead) // len(line)
+        label += f"\n(mean over the fitted model's {several} cells)" if several > 1 else ""
         ax.plot(line["parameters"], line["predicted"], "d--", color="grey", lw=1, markersize=4, label=label)
         for _, r in line[~_measured_near(line["parameters"], cells)].iterrows():
             ax.annotate(r["shape"], (r["parameters"], r["predicted"]), fontsize=6, color="grey", xytext=(3, 5),

@@ -12,8 +12,10 @@ Enough copies of a layer's weights are cycled that no layer finds the previous o
 
 Writes ``OUT_PREFIX.parquet`` and ``OUT_PREFIX.md``: per shape and M, the median step time of those multiplies, its
 FLOP/s and their share of the GPU's datasheet peak (:data:`kpadstudy.roofline.GPUS`; none on a GPU it lacks or on a
-CPU), the time the weights take to read at the datasheet bandwidth, and the milliseconds each added token costs
-between consecutive M: a kpad step verifies requests x (1 + K) positions, an unpadded one only its real drafts.
+CPU), the time the weights take to read at the datasheet bandwidth; and per shape the milliseconds an added position
+costs (the least-squares slope over M) and the FLOP/s of that added work over the peak, the efficiency of the
+step-cost model's FLOP term: a kpad step verifies requests x (1 + K) positions, an unpadded one only its real
+drafts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import roofline, widen
@@ -39,7 +42,7 @@ GPU_DEFAULTS = {"shape": SHAPES, "dtype": "bfloat16", "repeats": 20}
 #: at least this many bytes of distinct layer weights are cycled (the H100's and H200's L2 cache is 50 MB)
 CYCLE_BYTES = 256 * 2**20
 COLUMNS = ["shape", "parameters", "device", "gpu_name", "dtype", "tokens", "repeats", "gemm_ms", "flops"]
-COLUMNS += ["tflop_s", "efficiency", "weight_read_ms", "ms_per_added_token"]
+COLUMNS += ["tflop_s", "efficiency", "weight_read_ms", "ms_per_token", "marginal_efficiency"]
 
 
 def shape_of(name: str) -> widen.Shape:
@@ -84,88 +87,122 @@ def weight_bytes(shape: widen.Shape, dtype_bytes: int = 2) -> int:
     return step_flops(shape, 1) // 2 * dtype_bytes
 
 
+def _weights(shape: widen.Shape, device: str, dt) -> tuple[list[dict], object]:  # noqa: ANN001 - a torch dtype
+    """Random weights of ``shape``'s projections: enough copies of a layer's to cycle through more than
+    :data:`CYCLE_BYTES` (no layer finds the last one's in the L2 cache), and the LM head."""
+    import torch
+
+    mats = projections(shape)
+    per_layer = {name: nk for name, nk in mats.items() if name != "lm_head"}
+    layer_bytes = sum(n * k for n, k in per_layer.values()) * torch.finfo(dt).bits // 8
+    copies = max(1, min(shape.num_hidden_layers, math.ceil(CYCLE_BYTES / layer_bytes)))
+    layers = [
+        {name: torch.randn(n, k, device=device, dtype=dt) / k**0.5 for name, (n, k) in per_layer.items()}
+        for _ in range(copies)
+    ]
+    return layers, torch.randn(*mats["lm_head"], device=device, dtype=dt)
+
+
 def time_step(shape: widen.Shape, tokens: int, device: str, dtype: str, repeats: int) -> list[float]:
-    """Milliseconds of ``repeats`` timed steps' projections at ``tokens`` positions (after 3 untimed ones)."""
+    """Milliseconds of ``repeats`` timed steps' projections at ``tokens`` positions (after 3 untimed ones). On a GPU
+    the step is captured as one CUDA graph and replayed, as vLLM replays a FULL cudagraph: not a launch per matrix."""
     import torch
     import torch.nn.functional as F
 
     dt = getattr(torch, dtype)
-    mats = projections(shape)
-    layer_bytes = sum(n * k for name, (n, k) in mats.items() if name != "lm_head") * torch.finfo(dt).bits // 8
-    copies = max(1, min(shape.num_hidden_layers, math.ceil(CYCLE_BYTES / layer_bytes)))
-    layers = [
-        {
-            name: torch.randn(n, k, device=device, dtype=dt) / k**0.5
-            for name, (n, k) in mats.items()
-            if name != "lm_head"
-        }
-        for _ in range(copies)
-    ]
-    head = torch.randn(*mats["lm_head"], device=device, dtype=dt)
+    layers, head = _weights(shape, device, dt)
     x = torch.randn(tokens, shape.hidden_size, device=device, dtype=dt)
-    attn = torch.randn(tokens, mats["o"][1], device=device, dtype=dt)
-    act = torch.randn(tokens, mats["down"][1], device=device, dtype=dt)
+    attn = torch.randn(tokens, projections(shape)["o"][1], device=device, dtype=dt)
+    act = torch.randn(tokens, projections(shape)["down"][1], device=device, dtype=dt)
 
     def step() -> None:
         for j in range(shape.num_hidden_layers):
-            w = layers[j % copies]
+            w = layers[j % len(layers)]
             for name, inputs in (("qkv", x), ("o", attn), ("gate_up", x), ("down", act)):
                 F.linear(inputs, w[name])
         F.linear(x, head)
 
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    run, sync = step, (lambda: None)
+    if device == "cuda":
+        run, sync = _graph(step), torch.cuda.synchronize
     times = []
     for r in range(3 + repeats):
         sync()
         t0 = time.perf_counter()
-        step()
+        run()
         sync()
         if r >= 3:
             times.append(1000.0 * (time.perf_counter() - t0))
     return times
 
 
+def _graph(step):  # noqa: ANN001, ANN202 - a callable in, its graph's replay out
+    """``step`` captured as a CUDA graph (PyTorch's recipe: a warm-up on a side stream first); its ``replay``."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
 def measure(
     shapes: dict[str, widen.Shape], tokens: list[int], device: str, dtype: str = "bfloat16", repeats: int = 20
 ) -> pd.DataFrame:
-    """One row per shape (by name) and token count (:data:`COLUMNS`)."""
+    """One row per shape (by name) and token count (:data:`COLUMNS`); each token count once."""
     import torch
 
     gpu = torch.cuda.get_device_name() if device == "cuda" else None
     rates = roofline.GPUS.get(gpu, {})
+    peak = rates.get("peak_flops", float("nan")) if dtype in ("bfloat16", "float16") else float("nan")
+    bandwidth = rates.get("bandwidth", float("nan"))
+    size = torch.finfo(getattr(torch, dtype)).bits // 8
     rows = []
     for name, shape in shapes.items():
-        for m in sorted(tokens):
+        for m in sorted(set(tokens)):
             ms = statistics.median(time_step(shape, m, device, dtype, repeats))
             flops = step_flops(shape, m)
             rows.append(
                 {"shape": name, "parameters": shape.parameters(), "device": device, "gpu_name": gpu, "dtype": dtype}
                 | {"tokens": m, "repeats": repeats, "gemm_ms": ms, "flops": flops, "tflop_s": flops / ms / 1e9}
-                | {"efficiency": flops / ms * 1000.0 / rates["peak_flops"] if rates else float("nan")}
-                | {"weight_read_ms": 1000.0 * weight_bytes(shape) / rates["bandwidth"] if rates else float("nan")}
+                | {"efficiency": flops / ms * 1000.0 / peak}
+                | {"weight_read_ms": 1000.0 * weight_bytes(shape, size) / bandwidth}
             )
     table = pd.DataFrame(rows)
-    added = table.groupby("shape", sort=False)[["gemm_ms", "tokens"]].diff()
-    table["ms_per_added_token"] = added["gemm_ms"] / added["tokens"]
-    return table[COLUMNS]
+    return table.join(_marginal(table, shapes, peak), on="shape")[COLUMNS]
+
+
+def _marginal(table: pd.DataFrame, shapes: dict[str, widen.Shape], peak: float) -> pd.DataFrame:
+    """Per shape: ``ms_per_token``, the least-squares slope of the step's time over its positions (NaN with one
+    token count), and ``marginal_efficiency``, the FLOP/s of that added work over the datasheet peak: what
+    ``step_model.efficiency`` stands for, the weights' read being a term of its own there."""
+    rows = {}
+    for name, part in table.groupby("shape", sort=False):
+        slope = float(np.polyfit(part["tokens"], part["gemm_ms"], 1)[0]) if len(part) > 1 else float("nan")
+        rows[name] = {"ms_per_token": slope, "marginal_efficiency": step_flops(shapes[name], 1) / slope * 1e3 / peak}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def to_markdown(table: pd.DataFrame, command: str) -> str:
-    """The table of :func:`measure` with what it measured and how."""
+    """The table of :func:`measure` with what it measured and how, then each shape's cost per added position."""
     first = table.iloc[0]
     where = first["gpu_name"] or f"{first['device']} (no datasheet rates)"
     lines = [
         "# Matrix-multiply time of one engine step by the tokens it verifies",
         "",
-        f"`{command}` on {where}, {first['dtype']}, median of {first['repeats']} steps each: every layer's fused QKV, "
-        "output, fused gate-up and down projections and the LM head over all the step's positions "
-        "(kpadstudy/gemm.py). Attention, norms and sampling are not included. A kpad K step at concurrency c verifies "
-        "c x (1 + K) positions; an unpadded step only its real drafts. Efficiency: the FLOP/s over the datasheet "
-        "peak the step-cost model assumes (kpadstudy/roofline.py, `step_model.efficiency`).",
+        f"`{command}` on {where}, {first['dtype']}, median of {first['repeats']} steps each (on a GPU one CUDA graph "
+        "a step): every layer's fused QKV, output, fused gate-up and down projections and the LM head over all the "
+        "step's positions (kpadstudy/gemm.py). Attention, norms and sampling are not included. A kpad K step at "
+        "concurrency c verifies c x (1 + K) positions; an unpadded step only its real drafts. Efficiency: the "
+        "step's FLOP/s over the datasheet bf16 peak, its weights' read included.",
         "",
-        "| shape | parameters | tokens | GEMM ms | TFLOP/s | efficiency | weights at datasheet bandwidth, ms "
-        "| ms per added token |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape | parameters | tokens | GEMM ms | TFLOP/s | efficiency | weights at datasheet bandwidth, ms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         cells = [
@@ -175,11 +212,24 @@ def to_markdown(table: pd.DataFrame, command: str) -> str:
             f"{r['gemm_ms']:.3f}",
             f"{r['tflop_s']:.3g}",
         ]
-        cells += ["-" if pd.isna(r["efficiency"]) else f"{r['efficiency']:.2f}"]
-        cells += ["-" if pd.isna(r["weight_read_ms"]) else f"{r['weight_read_ms']:.3f}"]
-        cells += ["-" if pd.isna(r["ms_per_added_token"]) else f"{r['ms_per_added_token']:.4f}"]
+        cells += [_num(r["efficiency"], ".2f"), _num(r["weight_read_ms"], ".3f")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += [
+        "",
+        "What a position added to a step costs: the least-squares slope of the GEMM time over the positions, and "
+        "the FLOP/s of that added work over the datasheet peak, the efficiency of the step-cost model's FLOP term "
+        "(`step_model.efficiency`; its weights' read is a term of its own):",
+        "",
+        "| shape | ms per added position | marginal efficiency |",
+        "|---|---|---|",
+    ]
+    for name, r in table.drop_duplicates("shape").set_index("shape").iterrows():
+        lines.append(f"| {name} | {_num(r['ms_per_token'], '.5f')} | {_num(r['marginal_efficiency'], '.2f')} |")
     return "\n".join([*lines, ""])
+
+
+def _num(value: float, spec: str) -> str:
+    return "-" if pd.isna(value) else format(value, spec)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -362,15 +362,18 @@ def to_markdown(
     ]
     if table is None or table.empty:
         return "\n".join([*lines, "No cell has both kpad and nopad runs at one K.", ""])
+    load = [c for c in ("max_concurrency", "n_measured") if table[c].nunique(dropna=False) > 1]  # where cells differ
+    names = {"max_concurrency": "concurrency", "n_measured": "prompts"}
     lines += [
-        "| model | GPU | corpus | phase | K | n kpad / nopad | measured | predicted | predicted / measured "
-        "| step ms kpad / nopad | positions per step kpad / nopad | fitted on |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | GPU | " + "".join(f"{names[c]} | " for c in load) + "corpus | phase | K | n kpad / nopad | measured "
+        "| predicted | predicted / measured | step ms kpad / nopad | positions per step kpad / nopad | fitted on |",
+        "|---|---|" + "---|" * len(load) + "---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         cells = [
             r["model"],
             r["gpu_name"],
+            *("-" if pd.isna(r[c]) else int(r[c]) for c in load),
             r["corpus"],
             r["phase"],
             r["k"],
