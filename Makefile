@@ -208,12 +208,15 @@ from-cache: $(RESULTS_VENV)/.installed
 
 # Where padding pays, by model size: kpad K / nopad K of every cell of these runs tables that ran both (paired,
 # with interval), beside the step-cost model fitted on the smallest model, in the light environment:
-#   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg}
+#   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg} (the committed ones;
+#   with your own CROSSOVER_RUNS give CROSSOVER_OUT and CROSSOVER_FIGURE, path prefixes in existing folders)
 CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-runs.parquet \
   results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet \
   results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet
+CROSSOVER_OUT ?= results/gpu/crossover
+CROSSOVER_FIGURE ?= figures/gpu/crossover
 crossover: $(RESULTS_VENV)/.installed
-	PYTHONPATH=workflow/scripts $(RESULTS_PY) -m kpadstudy.crossover results/gpu/crossover figures/gpu/crossover \
+	PYTHONPATH=workflow/scripts $(RESULTS_PY) -m kpadstudy.crossover $(CROSSOVER_OUT) $(CROSSOVER_FIGURE) \
 	  $(CROSSOVER_RUNS)
 
 # Two shipped studies side by side, in the light environment: each study's speed-ups within a repeat (with

@@ -94,8 +94,8 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
     )
     assert (
         "- smollm2-wide-llama-3.1-8b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.36 tokens per "
-        "request-step against SmolLM2-135M-Instruct's 3.35 (+0.2%); the base's cell from another runs table (512 "
-        "measured prompts, this cell 512 measured prompts; other settings may differ)" in text
+        "request-step against SmolLM2-135M-Instruct's 3.35 (+0.2%); the base's cell from another runs table (the "
+        "same 512 measured prompts; other settings may differ)" in text
     )
 
 
@@ -214,8 +214,8 @@ def test_a_stand_in_is_set_beside_its_bases_cell_with_the_same_prompts_and_a_par
     text = (tmp_path / "x.md").read_text()
     assert (
         "- smollm2-wide-1b (NVIDIA H100 80GB HBM3, concurrency 32, sharegpt, nopad8): 3.40 tokens per request-step "
-        "against SmolLM2-135M-Instruct's 3.43 (-0.8%); the base's cell from another runs table (1024 measured "
-        "prompts, this cell 1024 measured prompts; other settings may differ)" in text
+        "against SmolLM2-135M-Instruct's 3.43 (-0.8%); the base's cell from another runs table (the same 1024 "
+        "measured prompts; other settings may differ)" in text
     )
     partial = tmp_path / "partial-runs.parquet"
     runs.assign(n_measured=runs["n_measured"].where(runs.index % 2 == 0)).to_parquet(partial)

@@ -281,8 +281,8 @@ def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         on_gpu = runs[(runs["gpu_name"] == r["gpu"]) & (runs["max_concurrency"] == r["concurrency"])]
         sources = [_sources(on_gpu, c["model"], c["prompts"]) for c in (r, b)]
         counts = [_prompts(c["prompts"])[2:] or "measured prompts not recorded" for c in (b, r)]
-        apart = f"; the base's cell from another runs table ({counts[0]}, this cell {counts[1]}; other settings may "
-        apart += "differ)"
+        same = f"the same {counts[0]}" if counts[0] == counts[1] else f"{counts[0]}, this cell {counts[1]}"
+        apart = f"; the base's cell from another runs table ({same}; other settings may differ)"
         ratio = r["tokens_per_request_step_nopad"] / b["tokens_per_request_step_nopad"]
         lines.append(
             f"{what} tokens per request-step against {bases[r['model']]}'s {b['tokens_per_request_step_nopad']:.2f} "
@@ -421,7 +421,8 @@ def _sensitivity_lines(slower: pd.DataFrame | None) -> list[str]:
         "The out-of-sample predictions if the GPU reached only a part of its datasheet FLOP/s (config "
         "`step_model.efficiency`; the fit takes 1.0 and cannot tell it from one model's runs), refitted at each: a "
         "lower efficiency charges every verified position, pads included, more, so padding is predicted to pay less. "
-        "Which efficiency holds is not measured here:",
+        "Which efficiency holds is not measured here; a 135M model's cells barely move (its FLOPs are a small part of "
+        "its steps):",
         "",
         "| model | GPU | prompts | phase | K | measured (paired) | predicted at 1.0 | "
         + " | ".join(f"at {e}" for e in EFFICIENCIES) + " |",
@@ -514,9 +515,9 @@ def _label(ax, cells: pd.DataFrame, r: pd.Series, at: tuple[float, float, float]
         rank = list(same.sort_values("ratio", ascending=False, kind="stable").index).index(r.name)
         right = r["parameters"] == cells["parameters"].min()
         x_text = r["parameters"] * 1.1 ** len(same) * 1.2 if right else r["parameters"] / 1.2
+        line = {"arrowstyle": "-", "color": "grey", "lw": 0.5, "relpos": (0 if right else 1, 0.5)}  # from its edge
         ax.annotate(name, (x, y), xytext=(x_text, 0.98 - 0.085 * rank), textcoords=("data", "axes fraction"),
-                    fontsize=6, va="top", ha="left" if right else "right",
-                    arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5})  # fmt: skip
+                    fontsize=6, va="top", ha="left" if right else "right", arrowprops=line)  # fmt: skip
     elif _cells_within(cells, r["parameters"] * 1.01, r["parameters"] * 4):  # a larger cell within 4x: under
         ax.annotate(name, (x, y - low), fontsize=6, xytext=(0, -4), textcoords="offset points", va="top", ha="center")
     else:

@@ -198,8 +198,12 @@ def to_markdown(table: pd.DataFrame, command: str) -> str:
         f"`{command}` on {where}, {first['dtype']}, median of {first['repeats']} steps each (on a GPU one CUDA graph "
         "a step): every layer's fused QKV, output, fused gate-up and down projections and the LM head over all the "
         "step's positions (kpadstudy/gemm.py). Attention, norms and sampling are not included. A kpad K step at "
-        "concurrency c verifies c x (1 + K) positions; an unpadded step only its real drafts. Efficiency: the "
-        "step's FLOP/s over the datasheet bf16 peak, its weights' read included.",
+        "concurrency c verifies c x (1 + K) positions; an unpadded step only its real drafts. "
+        + (
+            "Efficiency: the step's FLOP/s over the datasheet bf16 peak, its weights' read included."
+            if table["efficiency"].notna().any()
+            else "No efficiency: no datasheet bf16 peak for this device and dtype (kpadstudy.roofline.GPUS)."
+        ),
         "",
         "| shape | parameters | tokens | GEMM ms | TFLOP/s | efficiency | weights at datasheet bandwidth, ms |",
         "|---|---|---|---|---|---|---|",
@@ -236,7 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_prefix", help="writes OUT_PREFIX.md and OUT_PREFIX.parquet")
     parser.add_argument("--shape", nargs="+", help=f"shapes (default {' '.join(SHAPES)}; on a CPU base)")
-    parser.add_argument("--tokens", nargs="+", type=int, default=TOKENS, help="positions a step verifies")
+    parser.add_argument(
+        "--tokens", nargs="+", type=int, default=TOKENS, help=f"positions a step verifies (default {TOKENS})"
+    )
     parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
     parser.add_argument(
         "--dtype", choices=["bfloat16", "float16", "float32"], help="default bfloat16; on a CPU float32"
