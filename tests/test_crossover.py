@@ -223,7 +223,7 @@ def test_a_stand_in_is_set_beside_its_bases_cell_with_the_same_prompts_and_a_par
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(partial)])
     assert str(e.value) == (
         f"crossover: {partial}: 6 of 12 runs have no n_measured (measured prompts), the others have: their cells "
-        "would split; remake the table from the run records (tools/aggregate_records.py)"
+        "would split: remake the table from the run records (tools/aggregate_records.py)"
     )
 
 
@@ -243,8 +243,8 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
     with pytest.raises(SystemExit) as e:
         crossover.main([*out, str(no_load)])
     assert str(e.value) == (
-        f"crossover: {no_load}: 6 runs on a GPU have no whole max_concurrency: remake the table from the run records "
-        "(tools/aggregate_records.py)"
+        f"crossover: {no_load}: 6 of 6 runs on a GPU have no whole max_concurrency: remake the table from the run "
+        "records (tools/aggregate_records.py)"
     )
     bad = {
         "phase": (runs.assign(phase=["sweep", "SWEEP", "", "sweep", "sweep", "sweep"]), "2 runs have a phase other"),
@@ -256,7 +256,11 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
             runs.assign(output_tok_s=runs["output_tok_s"].where(runs.index != 0, float("inf"))),
             "1 runs are ok without a positive",
         ),
-        "load": (runs.assign(max_concurrency=runs["max_concurrency"] + 0.5), "6 runs on a GPU have no whole"),
+        "load": (runs.assign(max_concurrency=runs["max_concurrency"] + 0.5), "6 of 6 runs on a GPU have no whole"),
+        "gpu": (
+            runs.assign(gpu_name=runs["gpu_name"].where(runs.index != 2)),
+            "1 of 6 runs ran on cuda but name no GPU \\(gpu_name\\)",
+        ),
     }
     for name, (frame, says) in bad.items():
         frame.to_parquet(tmp_path / f"{name}-runs.parquet")

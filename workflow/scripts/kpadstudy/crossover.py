@@ -75,31 +75,35 @@ def _read_one(path: str) -> pd.DataFrame:
         frame = paired.read_runs_table(path, REQUIRED)
     except ValueError as e:
         raise SystemExit(f"crossover: {e}") from e
-    for what, mask in _unplaceable(frame).items():
+    prompts = _prompt_counts(frame)
+    for what, mask in _unplaceable(frame, prompts).items():
         if mask.any():
             raise SystemExit(
-                f"crossover: {path}: {int(mask.sum())} runs {what}: remake the table from the run records "
-                "(tools/aggregate_records.py)"
+                f"crossover: {path}: {int(mask.sum())} of {len(frame)} runs {what}: remake the table from the run "
+                "records (tools/aggregate_records.py)"
             )
-    prompts = pd.to_numeric(frame["n_measured"], errors="coerce") if "n_measured" in frame else float("nan")
-    prompts = pd.Series(prompts, frame.index)
-    if prompts.isna().any() and prompts.notna().any():
-        raise SystemExit(
-            f"crossover: {path}: {int(prompts.isna().sum())} of {len(frame)} runs have no n_measured (measured "
-            "prompts), the others have: their cells would split; remake the table from the run records "
-            "(tools/aggregate_records.py)"
-        )
     concurrency = frame["max_concurrency"].astype("Int64")
     return frame.assign(max_concurrency=concurrency, n_measured=prompts, source=path)
 
 
-def _unplaceable(frame: pd.DataFrame) -> dict[str, pd.Series]:
-    """The runs of a :func:`kpadstudy.paired.read_runs_table` table that no cell can take, by what is wrong."""
+def _prompt_counts(frame: pd.DataFrame) -> pd.Series:
+    """Each run's measured prompts as a number, NaN where its record has no ``n_measured`` (older records)."""
+    if "n_measured" not in frame:
+        return pd.Series(float("nan"), frame.index)
+    return pd.to_numeric(frame["n_measured"], errors="coerce")
+
+
+def _unplaceable(frame: pd.DataFrame, prompts: pd.Series) -> dict[str, pd.Series]:
+    """The runs of a :func:`kpadstudy.paired.read_runs_table` table that no cell can take, by what is wrong;
+    ``prompts`` is :func:`_prompt_counts`: a table with it on only some runs would split their cells."""
     gpu, concurrency = frame["gpu_name"].notna(), frame["max_concurrency"]
     cuda = frame["device"].eq("cuda") if "device" in frame else pd.Series(False, frame.index)
     return {
         "ran on cuda but name no GPU (gpu_name)": cuda & ~gpu,
         "on a GPU have no whole max_concurrency": gpu & ~(concurrency > 0) | gpu & (concurrency % 1 != 0),
+        "have no n_measured (measured prompts), the others have: their cells would split": (
+            prompts.isna() & prompts.notna().any()
+        ),
     }
 
 
@@ -370,7 +374,7 @@ def _cell_lines(cells: pd.DataFrame) -> list[str]:
     ]
     for _, r in cells.iterrows():
         row = [r["model"], r["stand_in_for"] or "-", f"{r['parameters'] / 1e9:.2f} B", r["gpu"], r["concurrency"]]
-        row += ["-" if pd.isna(r["prompts"]) else r["prompts"], r["corpus"]]
+        row += [roofline.count_text(r["prompts"]), r["corpus"]]
         row += [r["phase"], r["k"], r["n"], _interval(r), f"{r['favour']} of {r['n']}"]
         row += [f"{r['full_share_kpad']:.0%} / {r['full_share_nopad']:.0%}"]
         row += [f"{r['tokens_per_request_step_kpad']:.2f} / {r['tokens_per_request_step_nopad']:.2f}"]
@@ -404,7 +408,7 @@ def _forecast_lines(ahead: pd.DataFrame | None) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in ahead.iterrows():
-        prompts = "-" if pd.isna(r["prompts"]) else int(r["prompts"])
+        prompts = roofline.count_text(r["prompts"])
         lines.append(
             f"| {r['shape']} | {r['parameters'] / 1e9:.2f} B | {prompts} | {r['corpus']} | {r['phase']} | {r['k']} "
             f"| {r['predicted']:.2f}x | {r['like']} | {r['predicted_like']:.2f}x |"
@@ -429,7 +433,7 @@ def _sensitivity_lines(slower: pd.DataFrame | None) -> list[str]:
         "|---|---|---|---|---|---|---|" + "---|" * len(EFFICIENCIES),
     ]  # fmt: skip
     for _, r in slower.iterrows():
-        prompts = "-" if pd.isna(r["prompts"]) else int(r["prompts"])
+        prompts = roofline.count_text(r["prompts"])
         at = " | ".join(f"{r[f'predicted_{e}']:.2f}x" for e in EFFICIENCIES)
         lines.append(
             f"| {r['model']} | {r['gpu']} | {prompts} | {r['phase']} | {r['k']} | {r['ratio']:.2f}x "

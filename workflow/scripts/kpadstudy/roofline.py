@@ -342,6 +342,11 @@ NO_FIT = (
 )
 
 
+def count_text(value: float) -> str:
+    """A whole count (measured prompts, concurrency) as table text, "-" where a run's record has none."""
+    return "-" if pd.isna(value) else str(int(value))
+
+
 def to_markdown(
     table: pd.DataFrame | None, params: dict[str, Any] | None, runs: pd.DataFrame, ahead: pd.DataFrame | None = None
 ) -> str:
@@ -373,7 +378,7 @@ def to_markdown(
         cells = [
             r["model"],
             r["gpu_name"],
-            *("-" if pd.isna(r[c]) else int(r[c]) for c in load),
+            *(count_text(r[c]) for c in load),
             r["corpus"],
             r["phase"],
             r["k"],
