@@ -26,8 +26,8 @@ def test_the_8b_shapes_step_flops_are_two_per_weight_and_position():
         "o": (4608, 4096),
         "gate_up": (2 * 14336, 4608),
         "down": (4608, 14336),
-        "lm_head": (49152, 4608),
     }
+    assert gemm.lm_head(shape) == (49152, 4608)
     layer = 4608 * (6144 + 4096 + 28672 + 14336)  # 245,366,784 weights
     weights = 32 * layer + 49152 * 4608  # 8,078,229,504: all but the norms (2 x 4,608 a layer, and the final one)
     assert weights == 8_078_229_504

@@ -60,25 +60,22 @@ def shape_of(name: str) -> widen.Shape:
 
 
 def projections(shape: widen.Shape) -> dict[str, tuple[int, int]]:
-    """One layer's weight matrices as vLLM fuses them, ``name: (out_features, in_features)``; ``lm_head`` once a
-    step."""
+    """One layer's weight matrices as vLLM fuses them, ``name: (out_features, in_features)``."""
     d, i = shape.hidden_size, shape.intermediate_size
     q, kv = shape.num_attention_heads * shape.head_dim, shape.num_key_value_heads * shape.head_dim
-    return {
-        "qkv": (q + 2 * kv, d),
-        "o": (d, q),
-        "gate_up": (2 * i, d),
-        "down": (d, i),
-        "lm_head": (shape.vocab_size, d),
-    }
+    return {"qkv": (q + 2 * kv, d), "o": (d, q), "gate_up": (2 * i, d), "down": (d, i)}
+
+
+def lm_head(shape: widen.Shape) -> tuple[int, int]:
+    """The LM head's ``(out_features, in_features)``, once a step."""
+    return shape.vocab_size, shape.hidden_size
 
 
 def step_flops(shape: widen.Shape, tokens: int) -> int:
     """FLOPs of one step's projections at ``tokens`` positions: 2 per weight and position, every layer and the LM
     head."""
-    mats = projections(shape)
-    layer = sum(n * k for name, (n, k) in mats.items() if name != "lm_head")
-    head = mats["lm_head"][0] * mats["lm_head"][1]
+    layer = sum(n * k for n, k in projections(shape).values())
+    head = math.prod(lm_head(shape))
     return 2 * tokens * (shape.num_hidden_layers * layer + head)
 
 
@@ -92,15 +89,14 @@ def _weights(shape: widen.Shape, device: str, dt) -> tuple[list[dict], object]: 
     :data:`CYCLE_BYTES` (no layer finds the last one's in the L2 cache), and the LM head."""
     import torch
 
-    mats = projections(shape)
-    per_layer = {name: nk for name, nk in mats.items() if name != "lm_head"}
+    per_layer = projections(shape)
     layer_bytes = sum(n * k for n, k in per_layer.values()) * torch.finfo(dt).bits // 8
     copies = max(1, min(shape.num_hidden_layers, math.ceil(CYCLE_BYTES / layer_bytes)))
     layers = [
         {name: torch.randn(n, k, device=device, dtype=dt) / k**0.5 for name, (n, k) in per_layer.items()}
         for _ in range(copies)
     ]
-    return layers, torch.randn(*mats["lm_head"], device=device, dtype=dt)
+    return layers, torch.randn(*lm_head(shape), device=device, dtype=dt)
 
 
 def time_step(shape: widen.Shape, tokens: int, device: str, dtype: str, repeats: int) -> list[float]:
