@@ -148,6 +148,7 @@ FROM_CACHE_gpu-auto-long := config/gpu/auto-long.yaml config/cache/gpu-auto-long
 FROM_CACHE_gpu-auto-pair := config/gpu/auto-pair.yaml config/cache/gpu-auto-pair.yaml
 FROM_CACHE_gpu-auto-pair-long := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-pair-long.yaml
 FROM_CACHE_gpu-auto-sharegpt-pooled := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-sharegpt-pooled.yaml
+FROM_CACHE_gpu-widened-8b := config/gpu/widened-8b.yaml config/cache/gpu-widened-8b.yaml
 FROM_CACHE_gpu-widened-8b-crossover := config/gpu/widened-8b-crossover.yaml config/cache/gpu-widened-8b-crossover.yaml
 FROM_CACHE_gpu-widened-8b-auto-unpadded := config/gpu/widened-8b-auto-unpadded.yaml config/cache/gpu-widened-8b-auto-unpadded.yaml
 FROM_CACHE_gpu-widened-1b-crossover := config/gpu/widened-1b-crossover.yaml config/cache/gpu-widened-1b-crossover.yaml
@@ -174,6 +175,7 @@ REPORT_gpu-auto-long := results/gpu/auto-long/report.html
 REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
 REPORT_gpu-auto-pair-long := results/gpu/auto-pair-long/report.html
 REPORT_gpu-auto-sharegpt-pooled := results/gpu/auto-sharegpt-pooled/report.html
+REPORT_gpu-widened-8b := results/gpu/widened-8b/report.html
 REPORT_gpu-widened-8b-crossover := results/gpu/widened-8b-crossover/report.html
 REPORT_gpu-widened-8b-auto-unpadded := results/gpu/widened-8b-auto-unpadded/report.html
 REPORT_gpu-widened-1b-crossover := results/gpu/widened-1b-crossover/report.html
@@ -211,7 +213,7 @@ from-cache: $(RESULTS_VENV)/.installed
 #   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg} (the committed ones;
 #   with your own CROSSOVER_RUNS give CROSSOVER_OUT and CROSSOVER_FIGURE, path prefixes in existing folders)
 CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-runs.parquet \
-  results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-runs.parquet \
+  results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-crossover-pooled-runs.parquet \
   results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet
 CROSSOVER_OUT ?= results/gpu/crossover
 CROSSOVER_FIGURE ?= figures/gpu/crossover

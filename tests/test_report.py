@@ -187,7 +187,7 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
         "gpu-auto-mix gpu-auto-pair gpu-auto-pair-long gpu-auto-sharegpt-pooled gpu-auto-unpadded-135m "
         "gpu-auto-unpadded-135m-pooled gpu-paired "
         "gpu-widened-1b-crossover gpu-widened-3b-crossover gpu-widened-3b-crossover-pooled "
-        "gpu-widened-8b-auto-best gpu-widened-8b-auto-k32-pooled gpu-widened-8b-auto-retimed "
+        "gpu-widened-8b gpu-widened-8b-auto-best gpu-widened-8b-auto-k32-pooled gpu-widened-8b-auto-retimed "
         "gpu-widened-8b-auto-retimed-pooled "
         "gpu-widened-8b-auto-unpadded gpu-widened-8b-crossover "
         "published" in p.stderr
