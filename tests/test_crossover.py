@@ -86,6 +86,10 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
         in text
     )
     assert "the fitted model's widened shapes on NVIDIA H200, from its own runs" in text
+    assert (  # the host costs every out-of-sample cell is charged, as roofline.fit gave them
+        "Fitted: overhead per engine step FULL 2.03 ms, PIECEWISE 6.80 ms, NONE 0.00 ms; 25.9 us per verified "
+        "position beside its FLOPs at 1 of the datasheet peak." in text
+    )
     # nopad8's medians on the H100: the 1b stand-in 3.399225, its base in the same lease 3.354782; the 8B stand-in
     # 3.362852 in its own lease
     assert (

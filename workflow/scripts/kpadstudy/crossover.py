@@ -318,6 +318,16 @@ def published_rows(csv: str, cells: pd.DataFrame) -> pd.DataFrame:
     return best[keep].sort_values(["model", "corpus"]).reset_index(drop=True)
 
 
+def _fitted(params: dict) -> str:
+    """The fitted host costs, which every out-of-sample cell is charged as they are."""
+    return (
+        f"Fitted: overhead per engine step FULL {params['overhead_FULL_ms']:.2f} ms, PIECEWISE "
+        f"{params['overhead_PIECEWISE_ms']:.2f} ms, NONE {params['overhead_NONE_ms']:.2f} ms; "
+        f"{params['overhead_position_us']:.1f} us per verified position beside its FLOPs at "
+        f"{params['efficiency']:.3g} of the datasheet peak."
+    )
+
+
 def _interval(r: pd.Series) -> str:
     if pd.isna(r["ci_low"]):
         return f"{r['ratio']:.2f}x (n = {r['n']}: noise unknown)"
@@ -343,7 +353,7 @@ def to_markdown(
         "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
         + (
             f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']} (in the fit: yes); "
-            "every other cell is out of sample."
+            f"every other cell is out of sample. {_fitted(params)}"
             if params
             else "no run (no cell has a prediction)."
         )
