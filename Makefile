@@ -123,7 +123,7 @@ figures:
 #   make from-cache DATA=<name>   (a name of DATA_SETS: published, cpu, gpu, gpu-paired, gpu-auto-pair, ...)
 # Each data set is config/cache/<DATA>.yaml, read after its study's config (FROM_CACHE_<DATA>); the report
 # (Snakemake's --report: landing text naming the data, its tables, its figures) goes into the data set's tables
-# folder, REPORT_<DATA>. A new data set: its config/cache file and its FROM_CACHE_ and REPORT_ lines.
+# folder (its cache.tables), as report.html. A new data set: its config/cache file and its FROM_CACHE_ line.
 RESULTS_VENV ?= .venv-results
 RESULTS_PY := $(RESULTS_VENV)/bin/python
 DATA ?= published
@@ -160,33 +160,6 @@ FROM_CACHE_gpu-widened-8b-auto-retimed-pooled := config/gpu/widened-8b-auto-best
 FROM_CACHE_gpu-widened-8b-auto-k32-pooled := config/gpu/widened-8b-auto-k32.yaml config/cache/gpu-widened-8b-auto-k32-pooled.yaml
 FROM_CACHE_gpu-auto-unpadded-135m := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m.yaml
 FROM_CACHE_gpu-auto-unpadded-135m-pooled := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m-pooled.yaml
-REPORT_published := results/reference/report.html
-REPORT_cpu := results/cpu/report.html
-REPORT_gpu := results/gpu/report.html
-REPORT_gpu-paired := results/gpu/paired/report.html
-REPORT_gpu-auto := results/gpu/auto/report.html
-REPORT_gpu-8b-auto := results/gpu/8b-auto/report.html
-REPORT_gpu-8b-auto-skip := results/gpu/8b-auto-skip/report.html
-REPORT_gpu-8b-auto-runner := results/gpu/8b-auto-runner/report.html
-REPORT_gpu-8b-auto-deferred := results/gpu/8b-auto-deferred/report.html
-REPORT_gpu-auto-humaneval := results/gpu/auto-humaneval/report.html
-REPORT_gpu-auto-mix := results/gpu/auto-mix/report.html
-REPORT_gpu-auto-long := results/gpu/auto-long/report.html
-REPORT_gpu-auto-pair := results/gpu/auto-pair/report.html
-REPORT_gpu-auto-pair-long := results/gpu/auto-pair-long/report.html
-REPORT_gpu-auto-sharegpt-pooled := results/gpu/auto-sharegpt-pooled/report.html
-REPORT_gpu-widened-8b := results/gpu/widened-8b/report.html
-REPORT_gpu-widened-8b-crossover := results/gpu/widened-8b-crossover/report.html
-REPORT_gpu-widened-8b-auto-unpadded := results/gpu/widened-8b-auto-unpadded/report.html
-REPORT_gpu-widened-1b-crossover := results/gpu/widened-1b-crossover/report.html
-REPORT_gpu-widened-3b-crossover := results/gpu/widened-3b-crossover/report.html
-REPORT_gpu-widened-3b-crossover-pooled := results/gpu/widened-3b-crossover-pooled/report.html
-REPORT_gpu-widened-8b-auto-best := results/gpu/widened-8b-auto-best/report.html
-REPORT_gpu-widened-8b-auto-retimed := results/gpu/widened-8b-auto-retimed/report.html
-REPORT_gpu-widened-8b-auto-retimed-pooled := results/gpu/widened-8b-auto-retimed-pooled/report.html
-REPORT_gpu-widened-8b-auto-k32-pooled := results/gpu/widened-8b-auto-k32-pooled/report.html
-REPORT_gpu-auto-unpadded-135m := results/gpu/auto-unpadded-135m/report.html
-REPORT_gpu-auto-unpadded-135m-pooled := results/gpu/auto-unpadded-135m-pooled/report.html
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
@@ -199,14 +172,16 @@ endif
 ifeq ($(FROM_CACHE_$(DATA)),)
 $(error DATA=$(DATA): config/cache/$(DATA).yaml has no FROM_CACHE_$(DATA) line in the Makefile: add one)
 endif
-ifeq ($(REPORT_$(DATA)),)
-$(error DATA=$(DATA): config/cache/$(DATA).yaml has no REPORT_$(DATA) line in the Makefile: add one)
+REPORT := $(strip $(shell sed -n 's/^  tables: *//p' config/cache/$(DATA).yaml))
+ifneq ($(words $(REPORT)),1)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml has no cache.tables folder on a line of its own ("  tables: <folder>"): its report goes there)
 endif
+REPORT := $(REPORT)/report.html
 endif
 from-cache: $(RESULTS_VENV)/.installed
 	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA))
-	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA)) --report $(REPORT_$(DATA))
-	@echo "make from-cache: the report of DATA=$(DATA) is $(REPORT_$(DATA))"
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA)) --report $(REPORT)
+	@echo "make from-cache: the report of DATA=$(DATA) is $(REPORT)"
 
 # Where padding pays, by model size: kpad K / nopad K of every cell of these runs tables that ran both (paired,
 # with interval), beside the step-cost model fitted on the smallest model, in the light environment:

@@ -198,7 +198,7 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
 def test_make_from_cache_names_the_missing_make_line_and_a_bad_data_value(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "config" / "cache").mkdir(parents=True)
-    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache: {}\n")
+    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache:\n  tables:  \n")
 
     def make(*args):
         p = subprocess.run(
@@ -210,21 +210,32 @@ def test_make_from_cache_names_the_missing_make_line_and_a_bad_data_value(tmp_pa
     assert "DATA=newset: config/cache/newset.yaml has no FROM_CACHE_newset line in the Makefile: add one" in make(
         "DATA=newset"
     )
-    assert "DATA=newset: config/cache/newset.yaml has no REPORT_newset line in the Makefile: add one" in make(
-        "DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml"
+    assert (
+        'DATA=newset: config/cache/newset.yaml has no cache.tables folder on a line of its own ("  tables: '
+        '<folder>"): its report goes there'
+    ) in make("DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml")
+    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache:\n  tables: results/new\n")
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "analysis.txt").touch()  # what the light environment's rule needs (-n: not run)
+    p = subprocess.run(
+        ["make", "-n", "from-cache", "DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
+    assert "--configfile config/x.yaml config/cache/newset.yaml --report results/new/report.html\n" in p.stdout
     assert "DATA='' names 0 data sets: give one of newset" in make("DATA=")
     assert "DATA='newset newset' names 2 data sets: give one of newset" in make("DATA=newset newset")
 
 
-def test_every_cached_data_set_has_its_make_lines():
-    """A config/cache/<name>.yaml is a shipped data set (make's DATA_SETS): it needs FROM_CACHE_<name> and
-    REPORT_<name>, or `make from-cache DATA=<name>` stops with the Makefile's second error."""
+def test_every_cached_data_set_has_its_make_line():
+    """A config/cache/<name>.yaml is a shipped data set (make's DATA_SETS): it needs FROM_CACHE_<name>, or `make
+    from-cache DATA=<name>` stops with the Makefile's second error."""
     makefile = (ROOT / "Makefile").read_text()
     names = sorted(f.stem for f in (ROOT / "config" / "cache").glob("*.yaml"))
     assert {"published", "cpu", "gpu-auto-pair"} <= set(names)
-    missing = [f"{var}_{n}" for n in names for var in ("FROM_CACHE", "REPORT") if f"\n{var}_{n} := " not in makefile]
-    assert missing == []
+    assert [n for n in names if f"\nFROM_CACHE_{n} := " not in makefile] == []
 
 
 @pytest.mark.parametrize(
