@@ -86,9 +86,9 @@ def test_the_same_model_on_two_gpus_is_two_cells_and_the_fit_stays_on_one(tmp_pa
         in text
     )
     assert "the fitted model's widened shapes on NVIDIA H200, from its own runs" in text
-    assert (  # the host costs every out-of-sample cell is charged, as roofline.fit gave them
+    assert (  # the overheads every out-of-sample cell is charged, as roofline.fit gave them
         "Fitted: overhead per engine step FULL 2.03 ms, PIECEWISE 6.80 ms, NONE 0.00 ms; 25.9 us per verified "
-        "position beside its FLOPs at 1 of the datasheet peak." in text
+        "position; FLOP efficiency 1 of the datasheet peak (config step_model.efficiency, not fitted)." in text
     )
     # nopad8's medians on the H100: the 1b stand-in 3.399225, its base in the same lease 3.354782; the 8B stand-in
     # 3.362852 in its own lease
@@ -221,13 +221,23 @@ def test_a_stand_in_is_set_beside_its_bases_cell_with_the_same_prompts_and_a_par
         "against SmolLM2-135M-Instruct's 3.43 (-0.8%); the base's cell from another runs table (the same 1024 "
         "measured prompts; other settings may differ)" in text
     )
+    uncounted = runs.drop(columns="n_measured")  # records older than the count, stand-in and base in two tables
+    wide, base = tmp_path / "wide-runs.parquet", tmp_path / "base-runs.parquet"
+    uncounted[uncounted["model"] == "smollm2-wide-1b"].to_parquet(wide)
+    uncounted[uncounted["model"] != "smollm2-wide-1b"].to_parquet(base)
+    crossover.main([str(tmp_path / "y"), str(tmp_path / "fig"), str(wide), str(base)])
+    assert (
+        "against SmolLM2-135M-Instruct's 3.35 (+1.3%); the base's cell from another runs table (measured prompts "
+        "recorded in neither; other settings may differ)" in (tmp_path / "y.md").read_text()
+    )
     partial = tmp_path / "partial-runs.parquet"
     runs.assign(n_measured=runs["n_measured"].where(runs.index % 2 == 0)).to_parquet(partial)
     with pytest.raises(SystemExit) as e:
         crossover.main([str(tmp_path / "x"), str(tmp_path / "fig"), str(partial)])
     assert str(e.value) == (
         f"crossover: {partial}: 6 of 12 runs have no n_measured (measured prompts), the others have: their cells "
-        "would split: remake the table from the run records (tools/aggregate_records.py)"
+        "would split: remake the table from the run records (tools/aggregate_records.py; a pooled table: then pool "
+        "its sources again, tools/pool_repeats.py)"
     )
 
 
@@ -248,7 +258,7 @@ def test_a_run_given_twice_or_without_its_concurrency_is_refused(tmp_path):
         crossover.main([*out, str(no_load)])
     assert str(e.value) == (
         f"crossover: {no_load}: 6 of 6 runs on a GPU have no whole max_concurrency: remake the table from the run "
-        "records (tools/aggregate_records.py)"
+        "records (tools/aggregate_records.py; a pooled table: then pool its sources again, tools/pool_repeats.py)"
     )
     bad = {
         "phase": (runs.assign(phase=["sweep", "SWEEP", "", "sweep", "sweep", "sweep"]), "2 runs have a phase other"),

@@ -80,7 +80,8 @@ def _read_one(path: str) -> pd.DataFrame:
         if mask.any():
             raise SystemExit(
                 f"crossover: {path}: {int(mask.sum())} of {len(frame)} runs {what}: remake the table from the run "
-                "records (tools/aggregate_records.py)"
+                "records (tools/aggregate_records.py; a pooled table: then pool its sources again, "
+                "tools/pool_repeats.py)"
             )
     concurrency = frame["max_concurrency"].astype("Int64")
     return frame.assign(max_concurrency=concurrency, n_measured=prompts, source=path)
@@ -285,7 +286,9 @@ def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         on_gpu = runs[(runs["gpu_name"] == r["gpu"]) & (runs["max_concurrency"] == r["concurrency"])]
         sources = [_sources(on_gpu, c["model"], c["prompts"]) for c in (r, b)]
         counts = [_prompts(c["prompts"])[2:] or "measured prompts not recorded" for c in (b, r)]
-        same = f"the same {counts[0]}" if counts[0] == counts[1] else f"{counts[0]}, this cell {counts[1]}"
+        same = f"{counts[0]}, this cell {counts[1]}"
+        if counts[0] == counts[1]:
+            same = "measured prompts recorded in neither" if pd.isna(b["prompts"]) else f"the same {counts[0]}"
         apart = f"; the base's cell from another runs table ({same}; other settings may differ)"
         ratio = r["tokens_per_request_step_nopad"] / b["tokens_per_request_step_nopad"]
         lines.append(
@@ -318,16 +321,6 @@ def published_rows(csv: str, cells: pd.DataFrame) -> pd.DataFrame:
     return best[keep].sort_values(["model", "corpus"]).reset_index(drop=True)
 
 
-def _fitted(params: dict) -> str:
-    """The fitted host costs, which every out-of-sample cell is charged as they are."""
-    return (
-        f"Fitted: overhead per engine step FULL {params['overhead_FULL_ms']:.2f} ms, PIECEWISE "
-        f"{params['overhead_PIECEWISE_ms']:.2f} ms, NONE {params['overhead_NONE_ms']:.2f} ms; "
-        f"{params['overhead_position_us']:.1f} us per verified position beside its FLOPs at "
-        f"{params['efficiency']:.3g} of the datasheet peak."
-    )
-
-
 def _interval(r: pd.Series) -> str:
     if pd.isna(r["ci_low"]):
         return f"{r['ratio']:.2f}x (n = {r['n']}: noise unknown)"
@@ -353,7 +346,7 @@ def to_markdown(
         "Predicted: the step-cost model (kpadstudy/roofline.py), fitted on "
         + (
             f"the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']} (in the fit: yes); "
-            f"every other cell is out of sample. {_fitted(params)}"
+            f"every other cell is out of sample. Fitted: {roofline.fitted_text(params)}."
             if params
             else "no run (no cell has a prediction)."
         )

@@ -343,8 +343,19 @@ NO_FIT = (
 
 
 def count_text(value: float) -> str:
-    """A whole count (measured prompts, concurrency) as table text, "-" where a run's record has none."""
+    """A count of measured prompts as table text, "-" where a run's record has none."""
     return "-" if pd.isna(value) else str(int(value))
+
+
+def fitted_text(params: dict[str, Any]) -> str:
+    """What :func:`fit` fitted, in words: the overheads per engine step and per verified position (non-negative
+    least-squares intercepts, not timed host work) and the FLOP efficiency with where it came from."""
+    return (
+        f"overhead per engine step FULL {params['overhead_FULL_ms']:.2f} ms, PIECEWISE "
+        f"{params['overhead_PIECEWISE_ms']:.2f} ms, NONE {params['overhead_NONE_ms']:.2f} ms; "
+        f"{params['overhead_position_us']:.1f} us per verified position; FLOP efficiency {params['efficiency']:.3g} of "
+        f"the datasheet peak ({params['efficiency_from']})"
+    )
 
 
 def to_markdown(
@@ -357,10 +368,8 @@ def to_markdown(
         return "\n".join([*lines, NO_FIT, ""])
     gpus = sorted(set(runs["gpu_name"].dropna()) & set(GPUS)) if "gpu_name" in runs else []
     lines += [
-        f"Fitted on the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}: overhead per "
-        f"engine step FULL {params['overhead_FULL_ms']:.2f} ms, PIECEWISE {params['overhead_PIECEWISE_ms']:.2f} ms, "
-        f"NONE {params['overhead_NONE_ms']:.2f} ms; {params['overhead_position_us']:.1f} us per verified position; "
-        f"FLOP efficiency {params['efficiency']:.3g} of the datasheet peak ({params['efficiency_from']}).",
+        f"Fitted on the {params['runs']} valid runs of {params['fit_on']} on {params['fit_on_gpu']}: "
+        f"{fitted_text(params)}.",
         "",
         *(f"- {g}: {GPUS[g]['source']}." for g in gpus),
         "",
