@@ -343,7 +343,7 @@ NO_FIT = (
 
 
 def count_text(value: float) -> str:
-    """A count of measured prompts as table text, "-" where a run's record has none."""
+    """A whole count (measured prompts, concurrency) as table text, "-" where a run's record has none."""
     return "-" if pd.isna(value) else str(int(value))
 
 
