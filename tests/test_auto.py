@@ -640,3 +640,31 @@ def test_uniform_query_len_is_the_shared_query_length_or_none():
     assert uniform_query_len(32 * 9 - 3, 32, 9) is None  # one request's draft 3 tokens shorter
     assert uniform_query_len(1, 1, 1) == 1  # one request, no draft
     assert uniform_query_len(None, 32, 9) is None and uniform_query_len(9, None, 9) is None
+
+
+def test_stats_flushes_from_several_threads_never_lose_the_file(tmp_path):
+    """An explicit flush (kpadstudy.equivalence reads the counters so) runs beside the background one, and both
+    write the same .tmp file: unserialized, one's rename found the file gone (a CI run's FileNotFoundError)."""
+    import threading
+
+    import kpad_plugin
+
+    stats = kpad_plugin.Stats(str(tmp_path), "scheduler", interval_s=0.0001)
+    errors = []
+
+    def flush_often():
+        try:
+            for _ in range(300):
+                stats.add(draft_requests=1)
+                stats.flush()
+        except OSError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=flush_often) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats.flush()
+    assert errors == []
+    assert kpad_plugin.read_stats(tmp_path)["scheduler"]["draft_requests"] == 1200

@@ -180,6 +180,7 @@ class Stats:
         self.path = Path(directory) / f"{role}-{os.getpid()}.json"
         self.counts: Counter = Counter()
         self.lock = threading.Lock()
+        self.write_lock = threading.Lock()  # one flush at a time (they share the .tmp file); add() never waits on it
         self.interval_s = interval_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.flush()
@@ -196,11 +197,12 @@ class Stats:
                 self.counts[key] = value
 
     def flush(self) -> None:
-        with self.lock:
-            data = json.dumps(dict(self.counts))
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(data)
-        tmp.replace(self.path)
+        with self.write_lock:
+            with self.lock:
+                data = json.dumps(dict(self.counts))
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(data)
+            tmp.replace(self.path)
 
     def _loop(self) -> None:
         while True:
