@@ -121,9 +121,9 @@ figures:
 # Reading results needs no vLLM: a light environment (Snakemake, pandas, pyarrow, seaborn, scipy; no torch)
 # in .venv-results, then the figures, tables, summary and report of a shipped data set, from its cached Parquet:
 #   make from-cache DATA=<name>   (a name of DATA_SETS: published, cpu, gpu, gpu-paired, gpu-auto-pair, ...)
-# Each data set is config/cache/<DATA>.yaml, read after its study's config (FROM_CACHE_<DATA>); the report
+# Each data set is config/cache/<DATA>.yaml, read after its study's config file(s) (its cache.study); the report
 # (Snakemake's --report: landing text naming the data, its tables, its figures) goes into the data set's tables
-# folder (its cache.tables), as report.html. A new data set: its config/cache file and its FROM_CACHE_ line.
+# folder (its cache.tables), as report.html. A new data set: its config/cache file, nothing else.
 RESULTS_VENV ?= .venv-results
 RESULTS_PY := $(RESULTS_VENV)/bin/python
 DATA ?= published
@@ -133,33 +133,6 @@ $(RESULTS_VENV)/.installed: requirements/analysis.txt
 	$(RESULTS_PY) -m pip install -q -U pip
 	$(RESULTS_PY) -m pip install -q -r requirements/analysis.txt
 	touch $@
-FROM_CACHE_published := config/config.yaml config/cache/published.yaml
-FROM_CACHE_cpu := config/embedded.yaml config/cache/cpu.yaml
-FROM_CACHE_gpu := config/gpu/embedded.yaml config/cache/gpu.yaml
-FROM_CACHE_gpu-paired := config/gpu/paired.yaml config/gpu/confirm.yaml config/cache/gpu-paired.yaml
-FROM_CACHE_gpu-auto := config/gpu/auto.yaml config/cache/gpu-auto.yaml
-FROM_CACHE_gpu-8b-auto := config/gpu/8b-auto.yaml config/cache/gpu-8b-auto.yaml
-FROM_CACHE_gpu-8b-auto-skip := config/gpu/8b-auto-skip.yaml config/cache/gpu-8b-auto-skip.yaml
-FROM_CACHE_gpu-8b-auto-runner := config/gpu/8b-auto-runner.yaml config/cache/gpu-8b-auto-runner.yaml
-FROM_CACHE_gpu-8b-auto-deferred := config/gpu/8b-auto-deferred.yaml config/cache/gpu-8b-auto-deferred.yaml
-FROM_CACHE_gpu-auto-humaneval := config/gpu/auto-humaneval.yaml config/cache/gpu-auto-humaneval.yaml
-FROM_CACHE_gpu-auto-mix := config/gpu/auto-mix.yaml config/cache/gpu-auto-mix.yaml
-FROM_CACHE_gpu-auto-long := config/gpu/auto-long.yaml config/cache/gpu-auto-long.yaml
-FROM_CACHE_gpu-auto-pair := config/gpu/auto-pair.yaml config/cache/gpu-auto-pair.yaml
-FROM_CACHE_gpu-auto-pair-long := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-pair-long.yaml
-FROM_CACHE_gpu-auto-sharegpt-pooled := config/gpu/auto-pair-long.yaml config/cache/gpu-auto-sharegpt-pooled.yaml
-FROM_CACHE_gpu-widened-8b := config/gpu/widened-8b.yaml config/cache/gpu-widened-8b.yaml
-FROM_CACHE_gpu-widened-8b-crossover := config/gpu/widened-8b-crossover.yaml config/cache/gpu-widened-8b-crossover.yaml
-FROM_CACHE_gpu-widened-8b-auto-unpadded := config/gpu/widened-8b-auto-unpadded.yaml config/cache/gpu-widened-8b-auto-unpadded.yaml
-FROM_CACHE_gpu-widened-1b-crossover := config/gpu/widened-1b-crossover.yaml config/cache/gpu-widened-1b-crossover.yaml
-FROM_CACHE_gpu-widened-3b-crossover := config/gpu/widened-3b-crossover.yaml config/cache/gpu-widened-3b-crossover.yaml
-FROM_CACHE_gpu-widened-3b-crossover-pooled := config/gpu/widened-3b-crossover.yaml config/cache/gpu-widened-3b-crossover-pooled.yaml
-FROM_CACHE_gpu-widened-8b-auto-best := config/gpu/widened-8b-auto-best.yaml config/cache/gpu-widened-8b-auto-best.yaml
-FROM_CACHE_gpu-widened-8b-auto-retimed := config/gpu/widened-8b-auto-best.yaml config/cache/gpu-widened-8b-auto-retimed.yaml
-FROM_CACHE_gpu-widened-8b-auto-retimed-pooled := config/gpu/widened-8b-auto-best.yaml config/cache/gpu-widened-8b-auto-retimed-pooled.yaml
-FROM_CACHE_gpu-widened-8b-auto-k32-pooled := config/gpu/widened-8b-auto-k32.yaml config/cache/gpu-widened-8b-auto-k32-pooled.yaml
-FROM_CACHE_gpu-auto-unpadded-135m := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m.yaml
-FROM_CACHE_gpu-auto-unpadded-135m-pooled := config/gpu/auto-unpadded-135m.yaml config/cache/gpu-auto-unpadded-135m-pooled.yaml
 DATA_SETS := $(sort $(basename $(notdir $(wildcard config/cache/*.yaml))))
 # DATA is checked as make reads this file, before the light environment is installed
 ifneq ($(filter from-cache,$(MAKECMDGOALS)),)
@@ -169,9 +142,12 @@ endif
 ifeq ($(filter $(DATA),$(DATA_SETS)),)
 $(error DATA=$(DATA) is not a shipped data set (no config/cache/$(DATA).yaml): use one of $(DATA_SETS))
 endif
-ifeq ($(FROM_CACHE_$(DATA)),)
-$(error DATA=$(DATA): config/cache/$(DATA).yaml has no FROM_CACHE_$(DATA) line in the Makefile: add one)
+FROM_CACHE := $(strip $(shell sed -n 's/^  study: *\[\(.*\)\] *$$/\1/p' config/cache/$(DATA).yaml | tr ',' ' '))
+ifeq ($(FROM_CACHE),)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml names no study config on a line of its own ("  study: [config/<study>.yaml]" under cache:): add the config file(s) its Parquet files were made with)
 endif
+$(foreach f,$(FROM_CACHE),$(if $(wildcard $(f)),,$(error DATA=$(DATA): config/cache/$(DATA).yaml's study names $(f), which does not exist: give the config file(s) its Parquet files were made with)))
+FROM_CACHE += config/cache/$(DATA).yaml
 REPORT := $(strip $(shell sed -n 's/^  tables: *//p' config/cache/$(DATA).yaml))
 ifneq ($(words $(REPORT)),1)
 $(error DATA=$(DATA): config/cache/$(DATA).yaml has no cache.tables folder on a line of its own ("  tables: <folder>"): its report goes there)
@@ -179,8 +155,8 @@ endif
 REPORT := $(REPORT)/report.html
 endif
 from-cache: $(RESULTS_VENV)/.installed
-	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA))
-	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE_$(DATA)) --report $(REPORT)
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE)
+	$(RESULTS_VENV)/bin/snakemake from_cache --cores 1 --configfile $(FROM_CACHE) --report $(REPORT)
 	@echo "make from-cache: the report of DATA=$(DATA) is $(REPORT)"
 
 # Where padding pays, by model size: kpad K / nopad K of every cell of these runs tables that ran both (paired,

@@ -195,10 +195,11 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10
 
 
-def test_make_from_cache_names_the_missing_make_line_and_a_bad_data_value(tmp_path):
+def test_make_from_cache_names_a_missing_study_or_tables_and_a_bad_data_value(tmp_path):
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "config" / "cache").mkdir(parents=True)
-    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache:\n  tables:  \n")
+    newset = tmp_path / "config" / "cache" / "newset.yaml"
+    newset.write_text("cache:\n  tables:  \n")
 
     def make(*args, fails=True):
         p = subprocess.run(
@@ -207,30 +208,40 @@ def test_make_from_cache_names_the_missing_make_line_and_a_bad_data_value(tmp_pa
         assert (p.returncode != 0) == fails
         return p.stderr if fails else p.stdout
 
-    assert "DATA=newset: config/cache/newset.yaml has no FROM_CACHE_newset line in the Makefile: add one" in make(
-        "DATA=newset"
-    )
+    assert (
+        'DATA=newset: config/cache/newset.yaml names no study config on a line of its own ("  study: '
+        '[config/<study>.yaml]" under cache:): add the config file(s) its Parquet files were made with'
+    ) in make("DATA=newset")
+    newset.write_text("cache:\n  study: [config/x.yaml, config/y.yaml]\n  tables:  \n")
+    assert (
+        "DATA=newset: config/cache/newset.yaml's study names config/x.yaml, which does not exist: give the config "
+        "file(s) its Parquet files were made with"
+    ) in make("DATA=newset")
+    (tmp_path / "config" / "x.yaml").touch()
+    (tmp_path / "config" / "y.yaml").touch()
     assert (
         'DATA=newset: config/cache/newset.yaml has no cache.tables folder on a line of its own ("  tables: '
         '<folder>"): its report goes there'
-    ) in make("DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml")
-    (tmp_path / "config" / "cache" / "newset.yaml").write_text("cache:\n  tables: results/new\n")
+    ) in make("DATA=newset")
+    newset.write_text("cache:\n  study: [config/x.yaml, config/y.yaml]\n  tables: results/new\n")
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "analysis.txt").touch()  # what the light environment's rule needs (-n: not run)
-    assert "--configfile config/x.yaml config/cache/newset.yaml --report results/new/report.html\n" in make(
-        "DATA=newset", "FROM_CACHE_newset=config/x.yaml config/cache/newset.yaml", fails=False
+    assert (
+        "--configfile config/x.yaml config/y.yaml config/cache/newset.yaml --report results/new/report.html\n"
+        in make("DATA=newset", fails=False)
     )
     assert "DATA='' names 0 data sets: give one of newset" in make("DATA=")
     assert "DATA='newset newset' names 2 data sets: give one of newset" in make("DATA=newset newset")
 
 
-def test_every_cached_data_set_has_its_make_line():
-    """A config/cache/<name>.yaml is a shipped data set (make's DATA_SETS): it needs FROM_CACHE_<name>, or `make
-    from-cache DATA=<name>` stops with the Makefile's second error."""
-    makefile = (ROOT / "Makefile").read_text()
-    names = sorted(f.stem for f in (ROOT / "config" / "cache").glob("*.yaml"))
-    assert {"published", "cpu", "gpu-auto-pair"} <= set(names)
-    assert [n for n in names if f"\nFROM_CACHE_{n} := " not in makefile] == []
+def test_every_cached_data_set_names_its_study_configs():
+    """Each config/cache/<name>.yaml's cache.study: the existing config files make from-cache reads before it."""
+    studies = {
+        f.stem: yaml.safe_load(f.read_text())["cache"]["study"] for f in (ROOT / "config" / "cache").glob("*.yaml")
+    }
+    assert studies["gpu-paired"] == ["config/gpu/paired.yaml", "config/gpu/confirm.yaml"]
+    assert studies["published"] == ["config/config.yaml"]
+    assert {n: s for n, s in studies.items() if not s or not all((ROOT / c).is_file() for c in s)} == {}
 
 
 @pytest.mark.parametrize(

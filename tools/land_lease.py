@@ -20,7 +20,7 @@ grid that has no record), the rest as above.
 
 Prints the runs by configuration and status, and each run that is not ``ok`` with its reason, so a failed run is
 seen before anything is pooled or plotted. What stays by hand: pooling (``tools/pool_repeats.py``), the data set's
-``config/cache`` file, its Makefile line (``FROM_CACHE_<name>``) and READMEs (``results/gpu/README.md``).
+``config/cache`` file (its ``study`` the config file(s) of the runs) and READMEs (``results/gpu/README.md``).
 
 Errors (``SystemExit``, one line ``land_lease: ...``): an archive that cannot be read or lacks one of the files
 above (with ``--partial``, one of the record folders), an archive holding the state of more than one run of the
