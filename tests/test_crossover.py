@@ -41,6 +41,25 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
         pytest.approx(3.362852, abs=1e-6),
     )
     assert (row["full_share_kpad"], row["full_share_nopad"]) == (1.0, pytest.approx(0.012789, abs=1e-6))
+    # per engine step, medians of the 3 runs each: forward + sampling (execute_model + sample_tokens - propose) kpad8
+    # 16.4199, 16.3271, 16.1173 ms, nopad8 14.1480, 13.1814, 13.9351; the rest (engine_step - that) kpad8 3.7645,
+    # 3.8147, 3.6222, nopad8 4.0696, 3.1417, 3.5871; positions (draft requests + draft tokens) / engine steps
+    assert (row["forward_ms_kpad"], row["forward_ms_nopad"]) == (
+        pytest.approx(16.3271, abs=1e-4),
+        pytest.approx(13.9351, abs=1e-4),
+    )
+    assert (row["rest_ms_kpad"], row["rest_ms_nopad"]) == (pytest.approx(3.7645), pytest.approx(3.5871))
+    assert (row["positions_per_step_kpad"], row["positions_per_step_nopad"]) == (
+        pytest.approx((59409 + 475272) / 2046),
+        pytest.approx((60075 + 213645) / 2077),
+    )
+    split = text.split("Where an engine step's time went")[1].split("Forecast, not a measurement")[0]
+    # (16.3271 - 13.9351) / (261.33 - 131.79) = 18.5 us per added position
+    assert (
+        "| smollm2-wide-llama-3.1-8b | NVIDIA H100 80GB HBM3 | 32 | 512 | 8 | 261 / 132 | 16.33 / 13.94 | +2.39 "
+        "| +18.5 | 3.76 / 3.59 |" in split
+    )
+    assert "NVIDIA H200" not in split  # the H200 sweep's records predate the step timers
     assert (
         "| smollm2-wide-llama-3.1-8b | Llama-3.1-8B | 8.31 B | NVIDIA H100 80GB HBM3 | 32 | 512 | sharegpt | sweep | 8 "
         "| 3 "
@@ -333,3 +352,21 @@ def test_a_forecast_shape_is_named_only_where_no_measured_cell_is_near_it():
     cells = pd.DataFrame({"parameters": [0.13e9, 1.22e9, 8.31e9]})
     shapes = pd.Series([1.22e9, 3.14e9, 8.31e9, 27.93e9])
     assert crossover._measured_near(shapes, cells).tolist() == [True, False, True, False]
+
+
+def test_step_split_takes_the_proposer_out_of_the_forward_pass_and_leaves_untimed_runs_nan():
+    runs = pd.DataFrame(
+        {
+            "engine_steps": [100, 50],
+            "kpad_draft_requests": [3000, 1600],
+            "spec_draft_tokens": [24000, 3200],
+            "step_time_ms": [
+                '{"engine_step": 10.0, "execute_model": 3.0, "sample_tokens": 5.5, "propose": 2.0}',
+                None,
+            ],
+        }
+    )
+    split = crossover.step_split(runs)
+    assert list(split["positions_per_step"]) == [270.0, 96.0]  # (3000 + 24000) / 100, (1600 + 3200) / 50
+    assert split["forward_ms"].iloc[0] == 6.5 and split["rest_ms"].iloc[0] == 3.5  # 3 + 5.5 - 2; 10 - 6.5
+    assert split[["forward_ms", "rest_ms"]].iloc[1].isna().all()

@@ -14,9 +14,11 @@ model whose shape it has: its acceptance is the small model's (docs/stand-ins.md
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paired, reference, roofline, tables, widen
@@ -25,6 +27,13 @@ COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "concurrency", "prompts
 COLUMNS += ["ratio", "ci_low", "ci_high"]
 COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
 COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
+#: :func:`step_split`'s columns, each cell's medians of kpad K and of nopad K beside each other in :data:`COLUMNS`
+SPLIT_COLUMNS = ["positions_per_step", "forward_ms", "rest_ms"]
+COLUMNS += [f"{c}_{label}" for c in SPLIT_COLUMNS for label in ("kpad", "nopad")]
+#: the stages of the plugin's step timers (``step_time_ms``) that run the model and sample, the GPU's part of a step
+#: (a FULL graph's replay returns at once and ``sample_tokens`` waits for it, so only their sum is the forward pass),
+#: and the suffix proposer's CPU work that runs inside ``sample_tokens`` after it
+FORWARD_STAGES, INSIDE_FORWARD = ("execute_model", "sample_tokens"), "propose"
 
 #: the study's models issue 41 sets the stand-ins beside (their published rows: 8x B200, no nopad)
 STUDY_MODELS = ["Llama-3.1-8B-Instruct", "Qwen2.5-7B-Instruct", "Qwen2.5-32B-Instruct", "DeepSeek-R1-Distill-Qwen-32B"]
@@ -250,16 +259,50 @@ def _unpaired(part: pd.DataFrame, where: str) -> list[str]:
 
 
 def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
-    """Medians over the ``ok`` runs of one cell's kpad K and nopad K: the share of decode steps replayed as FULL
-    cudagraphs and the tokens per request-step (NaN where the records lack the column)."""
+    """Medians over the ``ok`` runs of one cell's kpad K and nopad K (NaN where the records lack the columns): the
+    share of decode steps replayed as FULL cudagraphs, the tokens per request-step, and where an engine step's time
+    went (:func:`step_split`)."""
     ok = cell[cell["status"] == "ok"]
+    split = step_split(ok)
     out = {}
-    for column in ("full_share_decode", "tokens_per_request_step"):
-        values = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(float("nan"), ok.index)
-        name = "full_share" if column == "full_share_decode" else column
+    for column, name in (
+        ("full_share_decode", "full_share"),
+        ("tokens_per_request_step", "tokens_per_request_step"),
+        *((c, c) for c in SPLIT_COLUMNS),
+    ):
+        values = pd.to_numeric(split[column], errors="coerce") if column in split else pd.Series(float("nan"), ok.index)
         for label, configuration in (("kpad", kpad), ("nopad", nopad)):
             out[f"{name}_{label}"] = float(values[ok["configuration"] == configuration].median())
     return out
+
+
+def step_split(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with :data:`SPLIT_COLUMNS` per run: verified positions per engine step (one per decoding request-step
+    plus its draft tokens, pads included: ``(kpad_draft_requests + spec_draft_tokens) / engine_steps``), the
+    forward pass and sampling per engine step (:data:`FORWARD_STAGES` of ``step_time_ms`` less the proposer's
+    :data:`INSIDE_FORWARD`, in ms) and the rest of the step (``engine_step`` minus that: scheduling, the proposer,
+    output handling). NaN without step timers."""
+    out = runs.copy()
+    steps = _num_or_nan(runs, "engine_steps")
+    out["positions_per_step"] = (
+        _num_or_nan(runs, "kpad_draft_requests") + _num_or_nan(runs, "spec_draft_tokens")
+    ) / steps.where(steps > 0)
+    stages = [json.loads(s) if isinstance(s, str) else {} for s in runs.get("step_time_ms", [None] * len(runs))]
+    timed = [all(f in s for f in FORWARD_STAGES) for s in stages]
+    forward = [
+        sum(s[f] for f in FORWARD_STAGES) - s.get(INSIDE_FORWARD, 0.0) if ok else np.nan
+        for s, ok in zip(stages, timed, strict=True)
+    ]
+    out["forward_ms"] = pd.Series(forward, index=runs.index, dtype=float)
+    step = pd.Series([s.get("engine_step", np.nan) for s in stages], index=runs.index, dtype=float)
+    out["rest_ms"] = step - out["forward_ms"]
+    return out
+
+
+def _num_or_nan(runs: pd.DataFrame, column: str) -> pd.Series:
+    if column not in runs:
+        return pd.Series(np.nan, index=runs.index)
+    return pd.to_numeric(runs[column], errors="coerce")
 
 
 def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -355,6 +398,7 @@ def to_markdown(
         "(docs/stand-ins.md). SmolLM2-135M-Instruct is the real model, in bf16 from its Q4_1 GGUF.",
         "",
         *_cell_lines(cells),
+        *_split_lines(cells),
         *_forecast_lines(ahead),
     ]
     base_lines, study, slower = extra
@@ -393,6 +437,36 @@ def _cell_lines(cells: pd.DataFrame) -> list[str]:
     unrated = sorted(set(cells.loc[cells["predicted"].isna(), "gpu"]) - set(roofline.GPUS))
     if unrated:
         lines += ["", f"No prediction (-) on {unrated}: no datasheet rates for it in kpadstudy.roofline.GPUS."]
+    return lines
+
+
+def _split_lines(cells: pd.DataFrame) -> list[str]:
+    """Where each cell's engine steps spent their time (:func:`step_split`), kpad K beside nopad K, for the cells whose
+    records have the step timers."""
+    timed = cells.dropna(subset=["forward_ms_kpad", "forward_ms_nopad", "positions_per_step_kpad"])
+    if timed.empty:
+        return []
+    lines = [
+        "",
+        "Where an engine step's time went (medians over each cell's ok runs, the K-pad plugin's step timers): the "
+        "verified positions per engine step (a decoding request's one token and its draft tokens, pads included), "
+        "the forward pass with sampling (execute_model + sample_tokens, less the suffix proposer's CPU time inside "
+        "them) and the rest of the step (scheduling, the proposer, output handling). Padding adds positions to the "
+        "forward pass and runs it as a FULL graph; the difference per added position is what they cost less what "
+        "the FULL graph saved:",
+        "",
+        "| model | GPU | concurrency | prompts | K | positions per step kpad / nopad | forward + sampling ms kpad / "
+        "nopad | kpad - nopad, ms | per added position, us | rest of the step ms kpad / nopad |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in timed.iterrows():
+        added = r["forward_ms_kpad"] - r["forward_ms_nopad"]
+        per = 1000 * added / (r["positions_per_step_kpad"] - r["positions_per_step_nopad"])
+        row = [r["model"], r["gpu"], r["concurrency"], roofline.count_text(r["prompts"]), r["k"]]
+        row += [f"{r['positions_per_step_kpad']:.0f} / {r['positions_per_step_nopad']:.0f}"]
+        row += [f"{r['forward_ms_kpad']:.2f} / {r['forward_ms_nopad']:.2f}", f"{added:+.2f}", f"{per:+.1f}"]
+        row += [f"{r['rest_ms_kpad']:.2f} / {r['rest_ms_nopad']:.2f}"]
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return lines
 
 
