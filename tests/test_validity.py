@@ -139,6 +139,16 @@ def test_capture_sizes_hold_the_widest_uniform_decode_step():
     assert sizes[:5] == [1, 2, 4, 8, 16] and 512 in sizes  # vLLM's token grid below
 
 
+def test_capture_sizes_reach_as_far_as_vllms_own_list_for_steps_with_a_prefill():
+    # kpad8 at concurrency 32: the widest uniform step is 288 tokens; vLLM's own list (nopad8's) reaches
+    # min(2 x 288, 512) = 512, so a decode batch with a prefill chunk up to 512 tokens keeps a PIECEWISE graph
+    sizes = runs.capture_sizes(32, 8)
+    assert sizes[-1] == 512 and {288, 304, 496} <= set(sizes) and 520 not in sizes
+    assert runs.capture_sizes(32, 8, max_tokens=400)[-1] == 400  # a max_num_batched_tokens below 512 caps the grid
+    assert runs.capture_sizes(8, 8) == [1, 2, 4, 8, 9, 16, 18, 24, 32, 36, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112,
+                                        120, 128, 136, 144]  # fmt: skip
+
+
 def _config(**server):
     return {
         "server": {
@@ -183,9 +193,10 @@ def test_server_command_sizes_capture_for_kpad_on_a_gpu_only():
     ):
         cmd = _command(cfg, name, device)
         assert "--max-num-seqs" not in cmd and "cudagraph_capture_sizes" not in " ".join(cmd), (name, device)
-    cmd = _command(_config(max_num_seqs=16), "kpad16")  # fewer requests per step: 16 x 17
+    cmd = _command(_config(max_num_seqs=16), "kpad16")  # fewer requests per step: 16 x 17 = 272
     assert cmd.count("--max-num-seqs") == 1 and cmd[cmd.index("--max-num-seqs") + 1] == "16"
-    assert json.loads(cmd[cmd.index("--compilation-config") + 1])["max_cudagraph_capture_size"] == 272
+    compilation = json.loads(cmd[cmd.index("--compilation-config") + 1])
+    assert 272 in compilation["cudagraph_capture_sizes"] and compilation["max_cudagraph_capture_size"] == 512
 
 
 def test_a_kpad_step_that_cannot_fit_the_batch_budget_is_refused_with_the_numbers():
@@ -246,7 +257,9 @@ def test_capture_follows_a_configurations_own_max_num_seqs():
     ]
     runs.check_capture(cfg)  # not refused
     cmd = _command(cfg, "kpad4")
-    assert json.loads(cmd[cmd.index("--compilation-config") + 1])["max_cudagraph_capture_size"] == 10
+    # the grid reaches min(2 x 10, 512) = 20 as vLLM's own list would, capped at max_num_batched_tokens 16
+    compilation = json.loads(cmd[cmd.index("--compilation-config") + 1])
+    assert compilation["cudagraph_capture_sizes"] == [1, 2, 4, 5, 8, 10, 16]
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--max-num-seqs"] == ["2", "2"]
     cfg["configurations"][0]["server_args"]["max_num_batched_tokens"] = "lots"
     with pytest.raises(ValueError, match=r"^configuration 'kpad4': server_args max_num_seqs / max_num_batched_tokens"):

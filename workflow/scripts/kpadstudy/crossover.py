@@ -28,9 +28,11 @@ COLUMNS += ["ratio", "ci_low", "ci_high"]
 COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
 COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
 #: :func:`step_split`'s columns, each cell's medians of kpad K and of nopad K beside each other in :data:`COLUMNS`
-SPLIT_COLUMNS = ["positions_per_step", "forward_ms", "rest_ms"]
+SPLIT_COLUMNS = ["positions_per_step", "no_graph_share", "forward_ms", "rest_ms"]
 COLUMNS += [f"{c}_{label}" for c in SPLIT_COLUMNS for label in ("kpad", "nopad")]
-#: the stages of the plugin's step timers (``step_time_ms``) that run the model and sample, the GPU's part of a step
+#: :func:`added_position_us`'s columns
+COLUMNS += ["added_us", "added_us_low", "added_us_high", "added_n"]
+#: the stages of the plugin's step timers (``step_time_ms``) that run the model and sample, by the worker's wall clock
 #: (a FULL graph's replay returns at once and ``sample_tokens`` waits for it, so only their sum is the forward pass),
 #: and the suffix proposer's CPU work that runs inside ``sample_tokens`` after it
 FORWARD_STAGES, INSIDE_FORWARD = ("execute_model", "sample_tokens"), "propose"
@@ -232,6 +234,7 @@ def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
                 | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
                 | {"k": int(p["numerator"][4:])}
                 | _medians(cell, p["numerator"], p["denominator"])
+                | added_position_us(cell, p["numerator"], p["denominator"])
             )
         dropped += _unpaired(part, where)
     return rows, dropped
@@ -278,15 +281,19 @@ def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
 
 def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with :data:`SPLIT_COLUMNS` per run: verified positions per engine step (one per decoding request-step
-    plus its draft tokens, pads included: ``(kpad_draft_requests + spec_draft_tokens) / engine_steps``), the
-    forward pass and sampling per engine step (:data:`FORWARD_STAGES` of ``step_time_ms`` less the proposer's
-    :data:`INSIDE_FORWARD`, in ms) and the rest of the step (``engine_step`` minus that: scheduling, the proposer,
-    output handling). NaN without step timers."""
+    plus its draft tokens, pads included: ``(kpad_draft_requests + spec_draft_tokens) / engine_steps``), the share
+    of steps run without a cudagraph (``steps_NONE`` over the three modes' steps: in vLLM 0.26 most steps with a
+    prefill in them), the wall time of the worker's forward pass and sampling per engine step (:data:`FORWARD_STAGES`
+    of ``step_time_ms`` less the proposer's :data:`INSIDE_FORWARD`, in ms: input preparation, launches and the wait
+    for the GPU) and the rest of the step (``engine_step`` minus that: scheduling, the proposer, output handling,
+    executor calls). NaN without step timers."""
     out = runs.copy()
     steps = _num_or_nan(runs, "engine_steps")
     out["positions_per_step"] = (
         _num_or_nan(runs, "kpad_draft_requests") + _num_or_nan(runs, "spec_draft_tokens")
     ) / steps.where(steps > 0)
+    modes = sum(_num_or_nan(runs, f"steps_{m}") for m in roofline.MODES)
+    out["no_graph_share"] = _num_or_nan(runs, "steps_NONE") / modes.where(modes > 0)
     stages = [json.loads(s) if isinstance(s, str) else {} for s in runs.get("step_time_ms", [None] * len(runs))]
     timed = [all(f in s for f in FORWARD_STAGES) for s in stages]
     forward = [
@@ -303,6 +310,17 @@ def _num_or_nan(runs: pd.DataFrame, column: str) -> pd.Series:
     if column not in runs:
         return pd.Series(np.nan, index=runs.index)
     return pd.to_numeric(runs[column], errors="coerce")
+
+
+def added_position_us(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
+    """Within each repeat where both ran ``ok``: kpad K's forward pass less nopad K's (:func:`step_split`), per
+    verified position padding added, in us; their median, lowest, highest and count (NaN and 0 without timers)."""
+    split = step_split(cell[cell["status"] == "ok"])
+    a, b = (split[split["configuration"] == c].set_index("repeat") for c in (kpad, nopad))
+    both = a.index.intersection(b.index)
+    per = 1000 * (a.loc[both, "forward_ms"] - b.loc[both, "forward_ms"])
+    per = (per / (a.loc[both, "positions_per_step"] - b.loc[both, "positions_per_step"])).dropna()
+    return {"added_us": per.median(), "added_us_low": per.min(), "added_us_high": per.max(), "added_n": len(per)}
 
 
 def against_base(cells: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -441,30 +459,34 @@ def _cell_lines(cells: pd.DataFrame) -> list[str]:
 
 
 def _split_lines(cells: pd.DataFrame) -> list[str]:
-    """Where each cell's engine steps spent their time (:func:`step_split`), kpad K beside nopad K, for the cells whose
-    records have the step timers."""
-    timed = cells.dropna(subset=["forward_ms_kpad", "forward_ms_nopad", "positions_per_step_kpad"])
+    """Where each cell's engine steps spent their time (:func:`step_split`, :func:`added_position_us`), kpad K beside
+    nopad K, for the cells whose records have the step timers."""
+    timed = cells[cells["added_n"] > 0]
     if timed.empty:
         return []
     lines = [
         "",
-        "Where an engine step's time went (medians over each cell's ok runs, the K-pad plugin's step timers): the "
+        "Where an engine step's time went (the K-pad plugin's step timers; medians over each cell's ok runs): the "
         "verified positions per engine step (a decoding request's one token and its draft tokens, pads included), "
-        "the forward pass with sampling (execute_model + sample_tokens, less the suffix proposer's CPU time inside "
-        "them) and the rest of the step (scheduling, the proposer, output handling). Padding adds positions to the "
-        "forward pass and runs it as a FULL graph; the difference per added position is what they cost less what "
-        "the FULL graph saved:",
+        "the share of steps run without a cudagraph (in vLLM 0.26 most steps with a prefill in them; decode-only "
+        "steps run FULL when padded, PIECEWISE when not), the wall time of the worker's forward pass with sampling "
+        "(execute_model + sample_tokens less the suffix proposer inside them: input preparation, launches and the "
+        "wait for the GPU) and the rest of the step (scheduling, the proposer, output handling). Per added position: "
+        "within each repeat, kpad K's forward pass less nopad K's over the positions padding added, what they cost "
+        "less what the graph modes saved (median of the repeats, lowest and highest):",
         "",
-        "| model | GPU | concurrency | prompts | K | positions per step kpad / nopad | forward + sampling ms kpad / "
-        "nopad | kpad - nopad, ms | per added position, us | rest of the step ms kpad / nopad |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | GPU | concurrency | prompts | K | n | positions per step kpad / nopad | steps without a graph kpad "
+        "/ nopad | forward + sampling ms kpad / nopad | per added position, us (repeats' range) | rest of the step "
+        "ms kpad / nopad |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in timed.iterrows():
-        added = r["forward_ms_kpad"] - r["forward_ms_nopad"]
-        per = 1000 * added / (r["positions_per_step_kpad"] - r["positions_per_step_nopad"])
-        row = [r["model"], r["gpu"], r["concurrency"], roofline.count_text(r["prompts"]), r["k"]]
+        n = int(r["added_n"])
+        spread = "n = 1: noise unknown" if n == 1 else f"{r['added_us_low']:+.1f} to {r['added_us_high']:+.1f}"
+        row = [r["model"], r["gpu"], r["concurrency"], roofline.count_text(r["prompts"]), r["k"], n]
         row += [f"{r['positions_per_step_kpad']:.0f} / {r['positions_per_step_nopad']:.0f}"]
-        row += [f"{r['forward_ms_kpad']:.2f} / {r['forward_ms_nopad']:.2f}", f"{added:+.2f}", f"{per:+.1f}"]
+        row += [f"{r['no_graph_share_kpad']:.0%} / {r['no_graph_share_nopad']:.0%}"]
+        row += [f"{r['forward_ms_kpad']:.2f} / {r['forward_ms_nopad']:.2f}", f"{r['added_us']:+.1f} ({spread})"]
         row += [f"{r['rest_ms_kpad']:.2f} / {r['rest_ms_nopad']:.2f}"]
         lines.append("| " + " | ".join(str(c) for c in row) + " |")
     return lines

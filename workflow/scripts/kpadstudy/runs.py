@@ -62,7 +62,7 @@ class Configuration:
         speculative_options: more keys of vLLM's speculative config (e.g. ``prompt_lookup_min``).
         server_args: more ``vllm serve`` options, ``{option without dashes: value}`` (e.g.
             ``kv_cache_dtype: fp8``, ``max_num_batched_tokens: 8192``).
-        capture_sizing: for ``kpad`` on a GPU, whether the server gets capture sizes up to concurrency x
+        capture_sizing: for ``kpad`` on a GPU, whether the server gets capture sizes that hold concurrency x
             (1 + K) (:func:`capture_sizes`; config ``server.capture_sizing``, or the entry's own key).
         lengths: ``kpadauto`` only: the draft lengths a step may take, sorted, the largest = ``k``
             (``KPAD_AUTO_LENGTHS``); empty for every other method.
@@ -454,21 +454,30 @@ def request_counts(max_reqs: int) -> list[int]:
     return sorted(set(counts + [max_reqs]))
 
 
-def capture_sizes(max_reqs: int, k: int) -> list[int]:
+#: the ceiling of vLLM's own capture list, in tokens: min(2 x max_num_seqs x (1 + K), this); 1024 on Blackwell
+DEFAULT_CAPTURE_CEILING = 512
+
+
+def capture_sizes(max_reqs: int, k: int, max_tokens: int | None = None) -> list[int]:
     """CUDA graph capture sizes (tokens) for a padded configuration whose decode steps carry ``1 + k`` tokens
     per request, with at most ``max_reqs`` requests per step.
 
-    The union of vLLM's token grid up to ``max_reqs * (1 + k)`` (for mixed, PIECEWISE steps) and the uniform
-    decode sizes ``n * (1 + k)`` for ``n`` in :func:`request_counts` (``max_reqs``), so the widest uniform step
-    (every request of the concurrency decoding at once) has a FULL graph. Without it vLLM caps the list at 512
-    tokens (1024 on Blackwell): at concurrency 32, K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the
-    decode steps on an H200 (vLLM 0.26), 2.2x slower than K = 12. vLLM 0.26 (model runner V1) rounds each size
-    up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses an explicit list as given.
-    Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10]``.
+    The union of vLLM's token grid (for mixed, PIECEWISE steps) and the uniform decode sizes ``n * (1 + k)`` for
+    ``n`` in :func:`request_counts` (``max_reqs``), so the widest uniform step (every request of the concurrency
+    decoding at once) has a FULL graph. The grid reaches that step, and at least as far as vLLM's own default list
+    reaches for the same settings (``min(2 x max_reqs x (1 + k), 512)``, capped at ``max_tokens``, the server's
+    ``max_num_batched_tokens`` when given), so a step with a prefill in it keeps the PIECEWISE graph it would have
+    had unpadded. Without the uniform sizes vLLM caps the list at 512 tokens (1024 on Blackwell): at concurrency 32,
+    K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the decode steps on an H200 (vLLM 0.26), 2.2x slower than
+    K = 12. With the grid stopping at the widest uniform step (this pipeline until 2026-12-07), kpad8 at concurrency
+    32 (288 tokens) ran 19-21% of its engine steps eager, nopad8 4% (H100 crossover leases). vLLM 0.26 (model runner
+    V1) rounds each size up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses an explicit list as
+    given. Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10, 16, 20]``.
     """
     q = 1 + k
     top = max_reqs * q
-    return sorted(set(request_counts(top)) | {n * q for n in request_counts(max_reqs)})
+    grid = max(top, min(2 * top, DEFAULT_CAPTURE_CEILING, max_tokens or DEFAULT_CAPTURE_CEILING))
+    return sorted(set(request_counts(grid)) | {n * q for n in request_counts(max_reqs)})
 
 
 def capture_max_reqs(load: dict[str, Any], server: dict[str, Any], server_args: dict[str, Any] | None = None) -> int:
@@ -481,7 +490,7 @@ def capture_max_reqs(load: dict[str, Any], server: dict[str, Any], server_args: 
 def check_capture(config: dict[str, Any]) -> None:
     """Refuse padded configurations whose widest decode step cannot get a FULL cudagraph (called at planning).
 
-    With ``server.capture_sizing`` on, the server is given capture sizes up to ``C x (1 + K)``
+    With ``server.capture_sizing`` on, the server is given capture sizes that hold ``C x (1 + K)``
     (:func:`capture_sizes`); vLLM then also needs ``max_num_batched_tokens`` (a configuration's ``server_args``)
     to hold that step.
 
@@ -559,7 +568,8 @@ def server_command(
     compilation: dict[str, Any] = {"cudagraph_mode": configuration.cudagraph_mode}
     if sizing:
         reqs = capture_max_reqs({"max_concurrency": max_concurrency}, server, configuration.server_args)
-        sizes = capture_sizes(reqs, configuration.k)
+        budget = configuration.server_args.get("max_num_batched_tokens")
+        sizes = capture_sizes(reqs, configuration.k, None if budget is None else int(budget))
         compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
     if server.get("max_num_seqs") or sizing:  # a configuration's own server_args max_num_seqs comes later and wins
         cmd += ["--max-num-seqs", str((server.get("max_num_seqs") or reqs) if sizing else server["max_num_seqs"])]
