@@ -41,8 +41,10 @@ fi
 archive() {  # written anew after every finished run, so a call cut short (device budget) still brings them back
   mkdir -p "${OUT:-/tmp/out}"
   local paths
-  paths=$(ls -d results/runs results/logs results/benchmarks results/*.parquet results/*.md figures \
-    "$state/snakemake.log" 2>/dev/null)
+  # figures: only what this pipeline drew (the tree's committed figures, 31 MiB on 2026-12-07, would push the
+  # archive past the 16 MiB a file that comes back from the device)
+  paths=$(ls -d results/runs results/logs results/benchmarks results/*.parquet results/*.md "$state/snakemake.log" \
+    2>/dev/null; find figures -type f -newer "$state/pid" 2>/dev/null)
   # shellcheck disable=SC2086 # one path per word (none has spaces)
   tar czf "${OUT:-/tmp/out}/gpu.tgz.part" $paths && mv "${OUT:-/tmp/out}/gpu.tgz.part" "${OUT:-/tmp/out}/gpu.tgz"
 }
