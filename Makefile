@@ -142,11 +142,13 @@ endif
 ifeq ($(filter $(DATA),$(DATA_SETS)),)
 $(error DATA=$(DATA) is not a shipped data set (no config/cache/$(DATA).yaml): use one of $(DATA_SETS))
 endif
-FROM_CACHE := $(strip $(shell sed -n 's/^  study: *\[\(.*\)\] *$$/\1/p' config/cache/$(DATA).yaml | tr ',' ' '))
+# cache.study as a flow list on one line; a comment, quotes and a CR are dropped
+FROM_CACHE := $(strip $(shell sed -n 's/\r$$//; s/ *\#.*$$//; s/^  study: *\[\(.*\)\] *$$/\1/p' config/cache/$(DATA).yaml \
+  | tr -d "\"'" | tr ',' ' '))
 ifeq ($(FROM_CACHE),)
-$(error DATA=$(DATA): config/cache/$(DATA).yaml names no study config on a line of its own ("  study: [config/<study>.yaml]" under cache:): add the config file(s) its Parquet files were made with)
+$(error DATA=$(DATA): config/cache/$(DATA).yaml names no study config as a flow list on a line of its own ("  study: [config/<study>.yaml]" under cache:; a block list is not read): add the config file(s) its Parquet files were made with)
 endif
-$(foreach f,$(FROM_CACHE),$(if $(wildcard $(f)),,$(error DATA=$(DATA): config/cache/$(DATA).yaml's study names $(f), which does not exist: give the config file(s) its Parquet files were made with)))
+$(foreach f,$(FROM_CACHE),$(if $(filter $(f),$(wildcard $(f))),,$(error DATA=$(DATA): config/cache/$(DATA).yaml's study names $(f), which is not a file: give the config file(s) its Parquet files were made with)))
 FROM_CACHE += config/cache/$(DATA).yaml
 REPORT := $(strip $(shell sed -n 's/^  tables: *//p' config/cache/$(DATA).yaml))
 ifneq ($(words $(REPORT)),1)

@@ -209,12 +209,13 @@ def test_make_from_cache_names_a_missing_study_or_tables_and_a_bad_data_value(tm
         return p.stderr if fails else p.stdout
 
     assert (
-        'DATA=newset: config/cache/newset.yaml names no study config on a line of its own ("  study: '
-        '[config/<study>.yaml]" under cache:): add the config file(s) its Parquet files were made with'
+        'DATA=newset: config/cache/newset.yaml names no study config as a flow list on a line of its own ("  study: '
+        '[config/<study>.yaml]" under cache:; a block list is not read): add the config file(s) its Parquet files '
+        "were made with"
     ) in make("DATA=newset")
     newset.write_text("cache:\n  study: [config/x.yaml, config/y.yaml]\n  tables:  \n")
     assert (
-        "DATA=newset: config/cache/newset.yaml's study names config/x.yaml, which does not exist: give the config "
+        "DATA=newset: config/cache/newset.yaml's study names config/x.yaml, which is not a file: give the config "
         "file(s) its Parquet files were made with"
     ) in make("DATA=newset")
     (tmp_path / "config" / "x.yaml").touch()
@@ -223,7 +224,10 @@ def test_make_from_cache_names_a_missing_study_or_tables_and_a_bad_data_value(tm
         'DATA=newset: config/cache/newset.yaml has no cache.tables folder on a line of its own ("  tables: '
         '<folder>"): its report goes there'
     ) in make("DATA=newset")
-    newset.write_text("cache:\n  study: [config/x.yaml, config/y.yaml]\n  tables: results/new\n")
+    newset.write_text("cache:\n  study: [config/*.yaml]\n  tables: results/new\n")  # a glob is not a file
+    assert "study names config/*.yaml, which is not a file" in make("DATA=newset")
+    # quotes, a comment and a CR are read past
+    newset.write_text("cache:\n  study: ['config/x.yaml', \"config/y.yaml\"]  # the study\r\n  tables: results/new\n")
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "analysis.txt").touch()  # what the light environment's rule needs (-n: not run)
     assert (
