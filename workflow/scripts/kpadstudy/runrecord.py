@@ -66,8 +66,8 @@ COLUMNS: tuple[Column, ...] = (
         "capture_sizing",
         "bool",
         "",
-        "config `server.capture_sizing` or the entry's own: kpad on a GPU gets CUDA graph capture sizes up to "
-        "concurrency x (1 + K)",
+        "config `server.capture_sizing` or the entry's own: kpad on a GPU gets CUDA graph capture sizes that hold "
+        "concurrency x (1 + K) (`kpadstudy.runs.capture_sizes`)",
     ),
     _c("lengths", "str", "draft tokens", "kpadauto's draft lengths, e.g. `0,2,4,8,12` (empty for other methods)"),
     _c("env", "str", "", "the configuration's own server environment variables, JSON text (`{}` when none)"),
