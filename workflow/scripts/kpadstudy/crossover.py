@@ -227,14 +227,15 @@ def _measured(sized: pd.DataFrame) -> tuple[list[dict], list[str]]:
                 )
                 continue
             first = cell.iloc[0]
+            ok = step_split(cell[cell["status"] == "ok"])  # once per cell: parses every run's step timers
             stand_in = first.get("stand_in_for") if isinstance(first.get("stand_in_for"), str) else ""
             rows.append(
                 {"model": p["model"], "stand_in_for": stand_in, "parameters": parameters(first), "gpu": gpu}
                 | {"concurrency": int(concurrency), "prompts": prompts}
                 | {c: p[c] for c in ("corpus", "phase", "n", "ratio", "ci_low", "ci_high", "favour")}
                 | {"k": int(p["numerator"][4:])}
-                | _medians(cell, p["numerator"], p["denominator"])
-                | added_position_us(cell, p["numerator"], p["denominator"])
+                | _medians(ok, p["numerator"], p["denominator"])
+                | added_position_us(ok, p["numerator"], p["denominator"])
             )
         dropped += _unpaired(part, where)
     return rows, dropped
@@ -261,19 +262,17 @@ def _unpaired(part: pd.DataFrame, where: str) -> list[str]:
     return lines
 
 
-def _medians(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
-    """Medians over the ``ok`` runs of one cell's kpad K and nopad K (NaN where the records lack the columns): the
-    share of decode steps replayed as FULL cudagraphs, the tokens per request-step, and where an engine step's time
-    went (:func:`step_split`)."""
-    ok = cell[cell["status"] == "ok"]
-    split = step_split(ok)
+def _medians(ok: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
+    """Medians over one cell's ``ok`` runs (:func:`step_split` of them) of kpad K and of nopad K (NaN where the
+    records lack the columns): the share of decode steps replayed as FULL cudagraphs, the tokens per request-step,
+    and where an engine step's time went."""
     out = {}
     for column, name in (
         ("full_share_decode", "full_share"),
         ("tokens_per_request_step", "tokens_per_request_step"),
         *((c, c) for c in SPLIT_COLUMNS),
     ):
-        values = pd.to_numeric(split[column], errors="coerce") if column in split else pd.Series(float("nan"), ok.index)
+        values = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(float("nan"), ok.index)
         for label, configuration in (("kpad", kpad), ("nopad", nopad)):
             out[f"{name}_{label}"] = float(values[ok["configuration"] == configuration].median())
     return out
@@ -312,11 +311,11 @@ def _num_or_nan(runs: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(runs[column], errors="coerce")
 
 
-def added_position_us(cell: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
-    """Within each repeat where both ran ``ok``: kpad K's forward pass less nopad K's (:func:`step_split`), per
-    verified position padding added, in us; their median, lowest, highest and count (NaN and 0 without timers)."""
-    split = step_split(cell[cell["status"] == "ok"])
-    a, b = (split[split["configuration"] == c].set_index("repeat") for c in (kpad, nopad))
+def added_position_us(ok: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
+    """Within each repeat of one cell's ``ok`` runs (:func:`step_split` of them) that has both: kpad K's forward pass
+    less nopad K's, per verified position padding added, in us; their median, lowest, highest and count (NaN and 0
+    without timers)."""
+    a, b = (ok[ok["configuration"] == c].set_index("repeat") for c in (kpad, nopad))
     both = a.index.intersection(b.index)
     per = 1000 * (a.loc[both, "forward_ms"] - b.loc[both, "forward_ms"])
     per = (per / (a.loc[both, "positions_per_step"] - b.loc[both, "positions_per_step"])).dropna()
