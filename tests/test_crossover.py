@@ -4,6 +4,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -58,8 +59,8 @@ def test_the_8b_stand_in_cell_is_its_paired_ratio_beside_an_out_of_sample_predic
     # / (259.11 - 132.17) = 24.8, (16.1173 - 13.9351) / (261.33 - 131.79) = 16.8; kpad8 ran 419 of 2,016 steps
     # without a graph in its first repeat (steps_NONE), 20.8%
     assert (
-        "| smollm2-wide-llama-3.1-8b | NVIDIA H100 80GB HBM3 | 32 | 512 | 8 | 3 | 261 / 132 | 21% / 4% | 16.33 / 13.94 "
-        "| +17.3 (+16.8 to +24.8) | 3.76 / 3.59 |" in split
+        "| smollm2-wide-llama-3.1-8b | NVIDIA H100 80GB HBM3 | 32 | 512 | 8 | 3 | 261 / 132 | 288 / 512 | 21% / 4% "
+        "| 16.33 / 13.94 | +17.3 (+16.8 to +24.8) | 3.76 / 3.59 |" in split
     )
     assert (row["added_us"], row["added_us_low"], row["added_us_high"], row["added_n"]) == (
         pytest.approx(1000 * (16.4199 - 14.1480) / ((58905 + 471240) / 2017 - (59324 + 211326) / 2055), abs=1e-3),
@@ -372,9 +373,11 @@ def test_step_split_takes_the_proposer_out_of_the_forward_pass_and_leaves_untime
                 '{"engine_step": 10.0, "execute_model": 3.0, "sample_tokens": 5.5, "propose": 2.0}',
                 None,
             ],
+            "cudagraph_capture_sizes": ["1,2,4,8,16,24,32,288,296,512,9", None],
         }
     )
     split = crossover.step_split(runs)
     assert list(split["positions_per_step"]) == [270.0, 96.0]  # (3000 + 24000) / 100, (1600 + 3200) / 50
     assert split["forward_ms"].iloc[0] == 6.5 and split["rest_ms"].iloc[0] == 3.5  # 3 + 5.5 - 2; 10 - 6.5
     assert split[["forward_ms", "rest_ms"]].iloc[1].isna().all()
+    assert split["capture_max"].iloc[0] == 512 and np.isnan(split["capture_max"].iloc[1])  # the largest, not the last

@@ -189,7 +189,7 @@ def test_make_from_cache_refuses_an_unknown_data_set_before_installing_anything(
         "gpu-widened-1b-crossover gpu-widened-3b-crossover gpu-widened-3b-crossover-pooled "
         "gpu-widened-8b gpu-widened-8b-auto-best gpu-widened-8b-auto-k32-pooled gpu-widened-8b-auto-retimed "
         "gpu-widened-8b-auto-retimed-pooled "
-        "gpu-widened-8b-auto-unpadded gpu-widened-8b-capture gpu-widened-8b-crossover "
+        "gpu-widened-8b-auto-unpadded gpu-widened-8b-capture gpu-widened-8b-capture-pooled gpu-widened-8b-crossover "
         "published" in p.stderr
     )
     assert not (tmp_path / "venv").exists() and time.monotonic() - start < 10

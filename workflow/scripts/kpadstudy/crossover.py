@@ -28,7 +28,7 @@ COLUMNS += ["ratio", "ci_low", "ci_high"]
 COLUMNS += ["favour", "full_share_kpad", "full_share_nopad", "tokens_per_request_step_kpad"]
 COLUMNS += ["tokens_per_request_step_nopad", "predicted", "fitted_on_this"]
 #: :func:`step_split`'s columns, each cell's medians of kpad K and of nopad K beside each other in :data:`COLUMNS`
-SPLIT_COLUMNS = ["positions_per_step", "no_graph_share", "forward_ms", "rest_ms"]
+SPLIT_COLUMNS = ["positions_per_step", "no_graph_share", "forward_ms", "rest_ms", "capture_max"]
 COLUMNS += [f"{c}_{label}" for c in SPLIT_COLUMNS for label in ("kpad", "nopad")]
 #: :func:`added_position_us`'s columns
 COLUMNS += ["added_us", "added_us_low", "added_us_high", "added_n"]
@@ -285,7 +285,8 @@ def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     prefill in them), the wall time of the worker's forward pass and sampling per engine step (:data:`FORWARD_STAGES`
     of ``step_time_ms`` less the proposer's :data:`INSIDE_FORWARD`, in ms: input preparation, launches and the wait
     for the GPU) and the rest of the step (``engine_step`` minus that: scheduling, the proposer, output handling,
-    executor calls). NaN without step timers."""
+    executor calls), NaN without step timers; and the largest batch captured as a cudagraph (``capture_max``, tokens,
+    from ``cudagraph_capture_sizes``; NaN where the record lacks it): a step wider than it runs without a graph."""
     out = runs.copy()
     steps = _num_or_nan(runs, "engine_steps")
     out["positions_per_step"] = (
@@ -302,6 +303,8 @@ def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     out["forward_ms"] = pd.Series(forward, index=runs.index, dtype=float)
     step = pd.Series([s.get("engine_step", np.nan) for s in stages], index=runs.index, dtype=float)
     out["rest_ms"] = step - out["forward_ms"]
+    sizes = runs.get("cudagraph_capture_sizes", pd.Series(None, index=runs.index, dtype=object))
+    out["capture_max"] = [max(map(int, s.split(","))) if isinstance(s, str) and s else np.nan for s in sizes]
     return out
 
 
@@ -472,18 +475,21 @@ def _split_lines(cells: pd.DataFrame) -> list[str]:
         "(execute_model + sample_tokens less the suffix proposer inside them: input preparation, launches and the "
         "wait for the GPU) and the rest of the step (scheduling, the proposer, output handling). Per added position: "
         "within each repeat, kpad K's forward pass less nopad K's over the positions padding added, what they cost "
-        "less what the graph modes saved (median of the repeats, lowest and highest):",
+        "less what the graph modes saved (median of the repeats, lowest and highest). Largest capture: the widest "
+        "batch, in tokens, the server captured as a cudagraph (a padded server's list stopped at concurrency x "
+        "(1 + K) before 2026-12-07, below vLLM's own, so its steps with a prefill ran without a graph):",
         "",
-        "| model | GPU | concurrency | prompts | K | n | positions per step kpad / nopad | steps without a graph kpad "
-        "/ nopad | forward + sampling ms kpad / nopad | per added position, us (repeats' range) | rest of the step "
-        "ms kpad / nopad |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | GPU | concurrency | prompts | K | n | positions per step kpad / nopad | largest capture kpad / "
+        "nopad | steps without a graph kpad / nopad | forward + sampling ms kpad / nopad | per added position, us "
+        "(repeats' range) | rest of the step ms kpad / nopad |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in timed.iterrows():
         n = int(r["added_n"])
         spread = "n = 1: noise unknown" if n == 1 else f"{r['added_us_low']:+.1f} to {r['added_us_high']:+.1f}"
         row = [r["model"], r["gpu"], r["concurrency"], roofline.count_text(r["prompts"]), r["k"], n]
         row += [f"{r['positions_per_step_kpad']:.0f} / {r['positions_per_step_nopad']:.0f}"]
+        row += [" / ".join(roofline.count_text(r[f"capture_max_{x}"]) for x in ("kpad", "nopad"))]
         row += [f"{r['no_graph_share_kpad']:.0%} / {r['no_graph_share_nopad']:.0%}"]
         row += [f"{r['forward_ms_kpad']:.2f} / {r['forward_ms_nopad']:.2f}", f"{r['added_us']:+.1f} ({spread})"]
         row += [f"{r['rest_ms_kpad']:.2f} / {r['rest_ms_nopad']:.2f}"]
