@@ -86,7 +86,7 @@ def _read_one(path: str) -> pd.DataFrame:
         frame = paired.read_runs_table(path, REQUIRED)
     except ValueError as e:
         raise SystemExit(f"crossover: {e}") from e
-    prompts = _prompt_counts(frame)
+    prompts = roofline.numeric(frame, "n_measured", np.nan)  # NaN: older records lack it
     for what, mask in _unplaceable(frame, prompts).items():
         if mask.any():
             raise SystemExit(
@@ -98,16 +98,9 @@ def _read_one(path: str) -> pd.DataFrame:
     return frame.assign(max_concurrency=concurrency, n_measured=prompts, source=path)
 
 
-def _prompt_counts(frame: pd.DataFrame) -> pd.Series:
-    """Each run's measured prompts as a number, NaN where its record has no ``n_measured`` (older records)."""
-    if "n_measured" not in frame:
-        return pd.Series(float("nan"), frame.index)
-    return pd.to_numeric(frame["n_measured"], errors="coerce")
-
-
 def _unplaceable(frame: pd.DataFrame, prompts: pd.Series) -> dict[str, pd.Series]:
     """The runs of a :func:`kpadstudy.paired.read_runs_table` table that no cell can take, by what is wrong;
-    ``prompts`` is :func:`_prompt_counts`: a table with it on only some runs would split their cells."""
+    ``prompts`` is each run's ``n_measured``: a table with it on only some runs would split their cells."""
     gpu, concurrency = frame["gpu_name"].notna(), frame["max_concurrency"]
     cuda = frame["device"].eq("cuda") if "device" in frame else pd.Series(False, frame.index)
     return {
@@ -272,7 +265,7 @@ def _medians(ok: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:
         ("tokens_per_request_step", "tokens_per_request_step"),
         *((c, c) for c in SPLIT_COLUMNS),
     ):
-        values = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(float("nan"), ok.index)
+        values = roofline.numeric(ok, column, np.nan)
         for label, configuration in (("kpad", kpad), ("nopad", nopad)):
             out[f"{name}_{label}"] = float(values[ok["configuration"] == configuration].median())
     return out
@@ -288,12 +281,12 @@ def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     executor calls), NaN without step timers; and the largest batch captured as a cudagraph (``capture_max``, tokens,
     from ``cudagraph_capture_sizes``; NaN where the record lacks it): a step wider than it runs without a graph."""
     out = runs.copy()
-    steps = _num_or_nan(runs, "engine_steps")
+    steps = roofline.numeric(runs, "engine_steps", np.nan)
     out["positions_per_step"] = (
-        _num_or_nan(runs, "kpad_draft_requests") + _num_or_nan(runs, "spec_draft_tokens")
+        roofline.numeric(runs, "kpad_draft_requests", np.nan) + roofline.numeric(runs, "spec_draft_tokens", np.nan)
     ) / steps.where(steps > 0)
-    modes = sum(_num_or_nan(runs, f"steps_{m}") for m in roofline.MODES)
-    out["no_graph_share"] = _num_or_nan(runs, "steps_NONE") / modes.where(modes > 0)
+    modes = sum(roofline.numeric(runs, f"steps_{m}", np.nan) for m in roofline.MODES)
+    out["no_graph_share"] = roofline.numeric(runs, "steps_NONE", np.nan) / modes.where(modes > 0)
     stages = [json.loads(s) if isinstance(s, str) else {} for s in runs.get("step_time_ms", [None] * len(runs))]
     timed = [all(f in s for f in FORWARD_STAGES) for s in stages]
     forward = [
@@ -306,12 +299,6 @@ def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     sizes = runs.get("cudagraph_capture_sizes", pd.Series(None, index=runs.index, dtype=object))
     out["capture_max"] = [max(map(int, s.split(","))) if isinstance(s, str) and s else np.nan for s in sizes]
     return out
-
-
-def _num_or_nan(runs: pd.DataFrame, column: str) -> pd.Series:
-    if column not in runs:
-        return pd.Series(np.nan, index=runs.index)
-    return pd.to_numeric(runs[column], errors="coerce")
 
 
 def added_position_us(ok: pd.DataFrame, kpad: str, nopad: str) -> dict[str, float]:

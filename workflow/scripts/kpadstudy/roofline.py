@@ -70,10 +70,12 @@ SIZE_COLUMNS = [
 ]
 
 
-def _num(runs: pd.DataFrame, column: str) -> pd.Series:
+def numeric(runs: pd.DataFrame, column: str, fill: float = 0.0) -> pd.Series:
+    """``runs[column]`` as numbers, ``fill`` where the value is missing or not a number and for every run where the
+    table lacks the column (records older than it)."""
     if column not in runs:
-        return pd.Series(0.0, index=runs.index)
-    return pd.to_numeric(runs[column], errors="coerce").fillna(0.0)
+        return pd.Series(fill, index=runs.index, dtype=float)
+    return pd.to_numeric(runs[column], errors="coerce").fillna(fill)
 
 
 def terms(runs: pd.DataFrame) -> pd.DataFrame:
@@ -85,15 +87,15 @@ def terms(runs: pd.DataFrame) -> pd.DataFrame:
         peak), ``positions`` (verified positions: prompt tokens, one per request-step, every draft slot),
         ``tokens_per_step`` (positions per step), ``context`` (tokens).
     """
-    steps = {m: _num(runs, f"steps_{m}") for m in MODES}
+    steps = {m: numeric(runs, f"steps_{m}") for m in MODES}
     total_steps = sum(steps.values())
     known_gpu = runs["gpu_name"].isin(list(GPUS)) if "gpu_name" in runs else False
     keep = (runs["status"] == "ok") & (total_steps > 0) & runs.reindex(columns=SIZE_COLUMNS).notna().all(axis=1)
     r = runs[keep & known_gpu]
     if r.empty:  # nothing to size (failed runs, CPU, GPUs without datasheet rates): no terms, no fit
         return pd.DataFrame()
-    done = _num(r, "completed").replace(0, np.nan)
-    out_tok, accepted = _num(r, "output_tokens"), _num(r, "spec_accepted_tokens")
+    done = numeric(r, "completed").replace(0, np.nan)
+    out_tok, accepted = numeric(r, "output_tokens"), numeric(r, "spec_accepted_tokens")
     cols = ["model", "corpus", "configuration", "method", "k", "repeat", "gpu_name", "duration_s", "output_tokens"]
     out = r[cols].copy()
     out["phase"] = r["phase"] if "phase" in r else "sweep"  # a cell's sweep and confirmation are compared apart
@@ -101,10 +103,10 @@ def terms(runs: pd.DataFrame) -> pd.DataFrame:
     out["n_measured"] = r["n_measured"] if "n_measured" in r else float("nan")  # and its measured prompts
     for m in MODES:
         out[f"steps_{m}"] = steps[m][r.index]
-    out["positions"] = _num(r, "input_tokens") + out_tok - accepted + _num(r, "spec_draft_tokens")
+    out["positions"] = numeric(r, "input_tokens") + out_tok - accepted + numeric(r, "spec_draft_tokens")
     out["request_steps"] = out_tok - accepted
-    out["context"] = _num(r, "input_tokens") / done + out_tok / (2 * done)
-    sizes = {c: _num(r, c) for c in SIZE_COLUMNS}
+    out["context"] = numeric(r, "input_tokens") / done + out_tok / (2 * done)
+    sizes = {c: numeric(r, c) for c in SIZE_COLUMNS}
     out["memory_s"], out["compute_s"] = _memory_s(out, sizes), _compute_s(out, sizes)
     out["tokens_per_step"] = out["positions"] / total_steps[r.index]
     return out.reset_index(drop=True)
