@@ -96,3 +96,28 @@ def test_short_load_flags_valid_runs_under_30_s_of_its_phase():
         ("M", "c"): ["noisy (kpad8)"],
         ("M", "d"): ["no valid run (kpad4: lost)", "single measurement"],
     }
+
+
+def test_short_capture_flags_a_padded_list_that_stops_below_nopads_at_the_same_k():
+    """Cell M/c's sweep: kpad8 captured up to 288 tokens (its other run has no sizes), nopad8 up to 512: flagged;
+    kpadautou12 (416) has no nopad12 beside it and suf (512) is not padded: neither is. Its confirmation, where kpad8
+    reached 512 too, and a failed kpad8 run with a short list count in their own phase only, and without the column
+    there is no flag."""
+    grid = ",".join(str(n) for n in (1, 2, 4, 8, 16, 24, 32, 288))
+    rows = [
+        ("kpad8", "kpad", 8, "sweep", "ok", grid),
+        ("kpad8", "kpad", 8, "sweep", "ok", None),
+        ("nopad8", "nopad", 8, "sweep", "ok", "1,2,4,8,496,512"),
+        ("kpadautou12", "kpadauto", 12, "sweep", "ok", "1,2,4,13,416"),
+        ("suf", "suf", 32, "sweep", "ok", "1,2,512"),
+        ("kpad8", "kpad", 8, "confirm", "ok", "1,288,512"),
+        ("kpad8", "kpad", 8, "confirm", "boot_failed", grid),
+        ("nopad8", "nopad", 8, "confirm", "ok", "1,512"),
+    ]
+    columns = ["configuration", "method", "k", "phase", "status", "cudagraph_capture_sizes"]
+    runs = pd.DataFrame(rows, columns=columns).assign(model="M", corpus="c", repeat=1, output_tok_s=1.0)
+    rec = pd.Series({"model": "M", "corpus": "c", "phase": "sweep"})
+    assert summary.short_capture(rec, runs) == "short capture list (kpad8 288 < nopad8 512 tokens)"
+    assert summary.short_capture(rec.replace("sweep", "confirm"), runs) is None
+    assert summary.short_capture(rec, runs.drop(columns="cudagraph_capture_sizes")) is None
+    assert summary.short_capture(rec, None) is None

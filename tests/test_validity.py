@@ -145,6 +145,7 @@ def test_capture_sizes_reach_as_far_as_vllms_own_list_for_steps_with_a_prefill()
     sizes = runs.capture_sizes(32, 8)
     assert sizes[-1] == 512 and {288, 304, 496} <= set(sizes) and 520 not in sizes
     assert runs.capture_sizes(32, 8, max_tokens=400)[-1] == 400  # a max_num_batched_tokens below 512 caps the grid
+    assert runs.capture_sizes(32, 8, ceiling=1024)[-1] == 576  # a higher ceiling: 2 x 288, as vLLM's own would
     assert runs.capture_sizes(8, 8) == [1, 2, 4, 8, 9, 16, 18, 24, 32, 36, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112,
                                         120, 128, 136, 144]  # fmt: skip
 
@@ -197,6 +198,11 @@ def test_server_command_sizes_capture_for_kpad_on_a_gpu_only():
     assert cmd.count("--max-num-seqs") == 1 and cmd[cmd.index("--max-num-seqs") + 1] == "16"
     compilation = json.loads(cmd[cmd.index("--compilation-config") + 1])
     assert 272 in compilation["cudagraph_capture_sizes"] and compilation["max_cudagraph_capture_size"] == 512
+    cmd = _command(_config(capture_ceiling=1024), "kpad16")  # data-center Blackwell: vLLM's own list reaches 1024
+    compilation = json.loads(cmd[cmd.index("--compilation-config") + 1])
+    assert compilation["max_cudagraph_capture_size"] == 1024 and {544, 1008} <= set(
+        compilation["cudagraph_capture_sizes"]
+    )
 
 
 def test_a_kpad_step_that_cannot_fit_the_batch_budget_is_refused_with_the_numbers():

@@ -59,7 +59,8 @@ CAPTURE_SIZES_NOTE = (
     "**Capture sizes in a padded command:** its `cudagraph_capture_sizes` are vLLM's token grid up to concurrency x "
     "(1 + K), or as far as vLLM's own list would reach when that is further (steps with a prefill keep their "
     "PIECEWISE graph), and each request count x (1 + K), so every padded decode step, the widest too, replays a FULL "
-    "cudagraph (vLLM's own list stops at 512 tokens, 1024 on Blackwell). They fit the concurrency the cell ran, its "
+    "cudagraph (vLLM 0.26's own list stops at 512 tokens on every GPU, 0.32's at 1024 on data-center Blackwell: "
+    "config `server.capture_ceiling`). They fit the concurrency the cell ran, its "
     "`--max-num-seqs`: to serve more requests at once, make the list for that number "
     "(`kpadstudy.runs.capture_sizes(max_num_seqs, K)`)."
 )

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import paired, reference, roofline, tables, widen
+from .runs import largest_capture
 
 COLUMNS = ["model", "stand_in_for", "parameters", "gpu", "concurrency", "prompts", "corpus", "phase", "k", "n"]
 COLUMNS += ["ratio", "ci_low", "ci_high"]
@@ -297,7 +298,7 @@ def step_split(runs: pd.DataFrame) -> pd.DataFrame:
     step = pd.Series([s.get("engine_step", np.nan) for s in stages], index=runs.index, dtype=float)
     out["rest_ms"] = step - out["forward_ms"]
     sizes = runs.get("cudagraph_capture_sizes", pd.Series(None, index=runs.index, dtype=object))
-    out["capture_max"] = [max(map(int, s.split(","))) if isinstance(s, str) and s else np.nan for s in sizes]
+    out["capture_max"] = sizes.map(largest_capture)
     return out
 
 

@@ -454,30 +454,39 @@ def request_counts(max_reqs: int) -> list[int]:
     return sorted(set(counts + [max_reqs]))
 
 
-#: the ceiling of vLLM's own capture list, in tokens: min(2 x max_num_seqs x (1 + K), this); 1024 on Blackwell
+#: the ceiling of vLLM's own capture list, in tokens: min(2 x max_num_seqs x (1 + K), this) on every GPU in vLLM 0.26;
+#: 0.32 raises it to 1024 on data-center Blackwell (compute capability 10.x; config ``server.capture_ceiling``)
 DEFAULT_CAPTURE_CEILING = 512
 
 
-def capture_sizes(max_reqs: int, k: int, max_tokens: int | None = None) -> list[int]:
+def capture_sizes(
+    max_reqs: int, k: int, max_tokens: int | None = None, ceiling: int = DEFAULT_CAPTURE_CEILING
+) -> list[int]:
     """CUDA graph capture sizes (tokens) for a padded configuration whose decode steps carry ``1 + k`` tokens
     per request, with at most ``max_reqs`` requests per step.
 
     The union of vLLM's token grid (for mixed, PIECEWISE steps) and the uniform decode sizes ``n * (1 + k)`` for
     ``n`` in :func:`request_counts` (``max_reqs``), so the widest uniform step (every request of the concurrency
     decoding at once) has a FULL graph. The grid reaches that step, and at least as far as vLLM's own default list
-    reaches for the same settings (``min(2 x max_reqs x (1 + k), 512)``, capped at ``max_tokens``, the server's
+    reaches for the same settings (``min(2 x max_reqs x (1 + k), ceiling)``, capped at ``max_tokens``, the server's
     ``max_num_batched_tokens`` when given), so a step with a prefill in it keeps the PIECEWISE graph it would have
-    had unpadded. Without the uniform sizes vLLM caps the list at 512 tokens (1024 on Blackwell): at concurrency 32,
-    K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the decode steps on an H200 (vLLM 0.26), 2.2x slower than
-    K = 12. With the grid stopping at the widest uniform step (this pipeline until 2026-12-07), kpad8 at concurrency
+    had unpadded. Without the uniform sizes vLLM caps the list at 512 tokens (0.32: 1024 on Blackwell): at
+    concurrency 32, K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the decode steps on an H200 (vLLM 0.26),
+    2.2x slower than K = 12. With the grid stopping at the widest uniform step (this pipeline until 2026-12-07), kpad8 at concurrency
     32 (288 tokens) ran 19-21% of its engine steps eager, nopad8 4% (H100 crossover leases). vLLM 0.26 (model runner
     V1) rounds each size up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses an explicit list as
     given. Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10, 16, 20]``.
     """
     q = 1 + k
     top = max_reqs * q
-    grid = max(top, min(2 * top, DEFAULT_CAPTURE_CEILING, max_tokens or DEFAULT_CAPTURE_CEILING))
+    grid = max(top, min(2 * top, ceiling, max_tokens or ceiling))
     return sorted(set(request_counts(grid)) | {n * q for n in request_counts(max_reqs)})
+
+
+def largest_capture(sizes: Any) -> float:
+    """The largest batch of a run record's ``cudagraph_capture_sizes`` (comma-separated tokens, as vLLM's config
+    line gave them), NaN where the record has none."""
+    return float(max(map(int, sizes.split(",")))) if isinstance(sizes, str) and sizes else float("nan")
 
 
 def capture_max_reqs(load: dict[str, Any], server: dict[str, Any], server_args: dict[str, Any] | None = None) -> int:
@@ -569,7 +578,8 @@ def server_command(
     if sizing:
         reqs = capture_max_reqs({"max_concurrency": max_concurrency}, server, configuration.server_args)
         budget = configuration.server_args.get("max_num_batched_tokens")
-        sizes = capture_sizes(reqs, configuration.k, None if budget is None else int(budget))
+        ceiling = int(server.get("capture_ceiling", DEFAULT_CAPTURE_CEILING))
+        sizes = capture_sizes(reqs, configuration.k, None if budget is None else int(budget), ceiling)
         compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
     if server.get("max_num_seqs") or sizing:  # a configuration's own server_args max_num_seqs comes later and wins
         cmd += ["--max-num-seqs", str((server.get("max_num_seqs") or reqs) if sizing else server["max_num_seqs"])]

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from . import advice, paired
-from .runs import PADDED_METHODS
+from .runs import PADDED_METHODS, largest_capture
 
 #: seconds of measured load below which a valid run is flagged ``short load``: the study-scale issue's floor (issue
 #: 41); under it the ramp-up and the drain of the concurrency take a larger share of the measured duration
@@ -87,6 +87,38 @@ def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
     )
 
 
+def short_capture(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
+    """``short capture list (kpad8 288 < nopad8 512 tokens)`` when a padded configuration's valid runs in ``rec``'s
+    cell and phase captured a largest batch (``cudagraph_capture_sizes``) below nopad's at the same K: vLLM's own
+    list reached further, so a step between the two (most with a prefill in them) ran without a cudagraph on the
+    padded server only, and the cell's numbers understate padding (config ``server.capture_ceiling``; every padded
+    run of this pipeline before 2026-12-07). None otherwise or without run records."""
+    if runs is None or "cudagraph_capture_sizes" not in runs:
+        return None
+    runs = paired.prepared_runs(runs)  # phase filled
+    mine = runs[
+        (runs["model"] == rec["model"])
+        & (runs["corpus"] == rec["corpus"])
+        & (runs["phase"] == rec.get("phase", "sweep"))
+        & (runs["status"] == "ok")
+    ]
+    largest = (
+        mine.assign(size=mine["cudagraph_capture_sizes"].map(largest_capture))
+        .dropna(subset=["size"])
+        .groupby(["configuration", "method", "k"], as_index=False)["size"]
+        .max()
+    )
+    short = []
+    for _, r in largest[largest["method"].isin(PADDED_METHODS)].iterrows():
+        nopad = largest[(largest["method"] == "nopad") & (largest["k"] == r["k"])].sort_values("size").tail(1)
+        if len(nopad) and r["size"] < nopad["size"].iloc[0]:
+            other = nopad.iloc[0]
+            short.append(
+                f"{r['configuration']} {int(r['size'])} < {other['configuration']} {int(other['size'])} tokens"
+            )
+    return f"short capture list ({', '.join(short)})" if short else None
+
+
 def flags(
     rec: pd.Series, cells: pd.DataFrame, drift: pd.DataFrame | None, n: int, runs: pd.DataFrame | None = None
 ) -> list[str]:
@@ -96,7 +128,8 @@ def flags(
     confirm/sweep 1.14, ...)`` (configurations whose last repeat is more than :data:`kpadstudy.paired.DRIFT_FLAG` off
     their first in a phase, or whose confirmation median is that far off their sweep median), ``graph lost
     (kpad16)``, ``noisy (van)`` (cells ``noisy``), ``no valid run (kpad4: lost)``
-    (:func:`kpadstudy.tables.failure_label`), ``short load (...)`` (:func:`short_load` of ``runs``), ``single
+    (:func:`kpadstudy.tables.failure_label`), ``short load (...)`` (:func:`short_load` of ``runs``), ``short capture
+    list (...)`` (:func:`short_capture` of ``runs``), ``single
     measurement`` / ``n = 2`` (paired repeats behind the advice)."""
     out = []
     if rec.get("van_runner"):
@@ -130,6 +163,8 @@ def flags(
                 + ")"
             )
     if short := short_load(rec, runs):
+        out.append(short)
+    if short := short_capture(rec, runs):
         out.append(short)
     if n == 1:
         out.append("single measurement")
