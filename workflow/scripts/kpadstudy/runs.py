@@ -472,10 +472,10 @@ def capture_sizes(
     ``max_num_batched_tokens`` when given), so a step with a prefill in it keeps the PIECEWISE graph it would have
     had unpadded. Without the uniform sizes vLLM caps the list at 512 tokens (0.32: 1024 on Blackwell): at
     concurrency 32, K = 16 (544 tokens) ran FULL on 244 and eager on 627 of the decode steps on an H200 (vLLM 0.26),
-    2.2x slower than K = 12. With the grid stopping at the widest uniform step (this pipeline until 2026-12-07), kpad8 at concurrency
-    32 (288 tokens) ran 19-21% of its engine steps eager, nopad8 4% (H100 crossover leases). vLLM 0.26 (model runner
-    V1) rounds each size up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses an explicit list as
-    given. Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10, 16, 20]``.
+    2.2x slower than K = 12. With the grid stopping at the widest uniform step (this pipeline until 2026-12-07),
+    kpad8 at concurrency 32 (288 tokens) ran 19-21% of its engine steps eager, nopad8 4% (H100 crossover leases).
+    vLLM 0.26 (model runner V1) rounds each size up to a multiple of 1 + K, keeping those up to the largest; 0.32 uses
+    an explicit list as given. Example: ``capture_sizes(2, 4)`` -> ``[1, 2, 4, 5, 8, 10, 16, 20]``.
     """
     q = 1 + k
     top = max_reqs * q
