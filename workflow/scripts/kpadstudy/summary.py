@@ -62,21 +62,25 @@ def _drift_what(what: str) -> str:
     return "confirm/sweep" if what.startswith("confirm / sweep") else what
 
 
+def _valid_runs(rec: pd.Series, runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` runs of ``rec``'s cell (model, corpus) and phase (a table without phases is the sweep's)."""
+    runs = paired.prepared_runs(runs)  # phase filled
+    return runs[
+        (runs["model"] == rec["model"])
+        & (runs["corpus"] == rec["corpus"])
+        & (runs["phase"] == rec.get("phase", "sweep"))
+        & (runs["status"] == "ok")
+    ]
+
+
 def short_load(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
     """``short load (2 of 9 valid runs under 30 s of measured load, shortest kpad8 r2 at 28.4 s)`` when valid runs of
     ``rec``'s cell and phase measured less than :data:`SHORT_LOAD_S` (their ``duration_s``; a run without one is not
     counted); None otherwise or without run records."""
     if runs is None or "duration_s" not in runs:
         return None
-    runs = paired.prepared_runs(runs)  # phase filled
-    runs = runs.assign(duration_s=pd.to_numeric(runs["duration_s"], errors="coerce"))
-    mine = runs[
-        (runs["model"] == rec["model"])
-        & (runs["corpus"] == rec["corpus"])
-        & (runs["phase"] == rec.get("phase", "sweep"))
-        & (runs["status"] == "ok")
-        & runs["duration_s"].notna()
-    ]
+    mine = _valid_runs(rec, runs)
+    mine = mine.assign(duration_s=pd.to_numeric(mine["duration_s"], errors="coerce")).dropna(subset=["duration_s"])
     short = mine[mine["duration_s"] < SHORT_LOAD_S].sort_values(["duration_s", "configuration", "repeat"])
     if not len(short):
         return None
@@ -95,13 +99,7 @@ def short_capture(rec: pd.Series, runs: pd.DataFrame | None) -> str | None:
     run of this pipeline before 2026-12-07). None otherwise or without run records."""
     if runs is None or "cudagraph_capture_sizes" not in runs:
         return None
-    runs = paired.prepared_runs(runs)  # phase filled
-    mine = runs[
-        (runs["model"] == rec["model"])
-        & (runs["corpus"] == rec["corpus"])
-        & (runs["phase"] == rec.get("phase", "sweep"))
-        & (runs["status"] == "ok")
-    ]
+    mine = _valid_runs(rec, runs)
     largest = (
         mine.assign(size=mine["cudagraph_capture_sizes"].map(largest_capture))
         .dropna(subset=["size"])
