@@ -203,6 +203,18 @@ COMMAND = (
             {"server_command": "python -m vllm --model m"},
             None,
         ),
+        # a --max-num-seqs that a later one overrides (commands before 2026-12-07) is the command without it ...
+        (
+            {"server_command": "python -m vllm --max-num-seqs 32 --seed 0 --max-num-seqs 2"},
+            {"server_command": "python -m vllm --seed 0 --max-num-seqs 2"},
+            None,
+        ),
+        # ... but the one that counts is compared
+        (
+            {"server_command": "python -m vllm --max-num-seqs 32 --seed 0 --max-num-seqs 2"},
+            {"server_command": "python -m vllm --seed 0 --max-num-seqs 32"},
+            "server_command differs",
+        ),
     ],
 )
 def test_settings_are_compared_with_what_differs_between_runs_masked(tmp_path, monkeypatch, a, b, error):

@@ -73,8 +73,11 @@ MASKS = (
     (re.compile(r"--port [0-9]+"), "--port N"),
     (re.compile(r"(taskset -c \S+ )?\S*python[0-9.]* -m "), "PYTHON -m "),
     (re.compile(r"(?<![^\s=])/tmp/\S*"), "/tmp/..."),
+    (re.compile(r"--max-num-seqs [0-9]+ (?=.*--max-num-seqs )"), ""),
 )
-"""What ``server_command`` may differ in between runs of one setting: the port, the interpreter, scratch paths."""
+"""What ``server_command`` may differ in between runs of one setting: the port, the interpreter, scratch paths, and
+a ``--max-num-seqs`` that a later one overrides (vLLM takes the last; commands before 2026-12-07 wrote the server's
+value and then a configuration's own ``server_args`` one)."""
 
 
 def _text(value) -> str | None:

@@ -581,7 +581,8 @@ def server_command(
         ceiling = int(server.get("capture_ceiling", DEFAULT_CAPTURE_CEILING))
         sizes = capture_sizes(reqs, configuration.k, None if budget is None else int(budget), ceiling)
         compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
-    if server.get("max_num_seqs") or sizing:  # a configuration's own server_args max_num_seqs comes later and wins
+    own = configuration.server_args.get("max_num_seqs") is not None  # then option_args writes the only one
+    if (server.get("max_num_seqs") or sizing) and not own:
         cmd += ["--max-num-seqs", str((server.get("max_num_seqs") or reqs) if sizing else server["max_num_seqs"])]
     if device == "cpu":
         cmd += ["--enforce-eager"]
