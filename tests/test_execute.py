@@ -88,6 +88,29 @@ def test_resolved_settings_cpu_log():
     assert (s["cudagraph_mode_resolved"], s["cudagraph_capture_sizes"], s["kv_cache_tokens"]) == ("NONE", "", 46592)
 
 
+def test_boot_phases_from_vllms_own_log_lines():
+    """Lines of the 8B stand-in's second boot (H100, vLLM 0.26.0, 2026-12-07) and of a CPU boot (vLLM 0.32.0)."""
+    from kpadstudy.record import boot_phases
+
+    gpu = (
+        "(EngineCore pid=2999) INFO 12-07 16:55:34 [default_loader.py:430] Loading weights took 2.33 seconds\n"
+        "(EngineCore pid=2999) INFO 12-07 16:55:35 [gpu_model_runner.py:5347] Model loading took 15.47 GiB memory "
+        "and 2.897771 seconds\n"
+        "(EngineCore pid=2999) INFO 12-07 16:55:50 [core.py:340] init engine (profile, create kv cache, warmup model) "
+        "took 14.73 s (compilation: 4.72 s)\n"
+    )
+    assert boot_phases(gpu) == {"model_load_s": 2.33, "engine_init_s": 14.73, "compile_s": 4.72}
+    cpu = (
+        "(Worker pid=32076) INFO 12-07 20:33:00 [default_loader.py:501] Loading weights took 1.72 seconds\n"
+        "(EngineCore pid=31990) INFO 12-07 20:33:06 [core.py:402] init engine (profile, create kv cache, warmup "
+        "model) took 3.34 s\n"
+    )
+    assert boot_phases(cpu) == {"model_load_s": 1.72, "engine_init_s": 3.34, "compile_s": None}
+    retried = gpu.replace("14.73", "30.10").replace("4.72", "20.00") + gpu  # the boot that served logs last
+    assert boot_phases(retried)["engine_init_s"] == 14.73 and boot_phases(retried)["compile_s"] == 4.72
+    assert boot_phases("") == {"model_load_s": None, "engine_init_s": None, "compile_s": None}
+
+
 def test_resolved_settings_of_an_empty_log():
     assert resolved_settings("") == {
         "cudagraph_mode_resolved": None,

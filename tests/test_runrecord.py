@@ -10,7 +10,7 @@ def test_docs_outputs_holds_the_table_made_from_the_definition():
     text = (ROOT / "docs" / "outputs.md").read_text()
     table = text.split(runrecord.BEGIN + "\n", 1)[1].split(runrecord.END, 1)[0]
     assert table == runrecord.markdown(), "docs/outputs.md is stale: run `make docs`"
-    assert table.count("\n") == 2 + len(runrecord.NAMES) == 153
+    assert table.count("\n") == 2 + len(runrecord.NAMES) == 156
     assert "| `output_tok_s` | float | tok/s | output throughput: output_tokens / duration_s (client key " in table
 
 

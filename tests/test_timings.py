@@ -20,7 +20,10 @@ def test_jobs_their_wall_time_and_each_runs_boot_and_measurement(tmp_path):
     run = "M/mix/van/r1"
     (tmp_path / "results" / "runs" / "M" / "mix" / "van").mkdir(parents=True)
     (tmp_path / "results" / "runs" / f"{run}.json").write_text(
-        json.dumps({"boot_s": 43.04, "duration_s": 31.46, "status": "ok"})
+        json.dumps(
+            {"boot_s": 43.04, "model_load_s": 2.3, "engine_init_s": 14.7, "compile_s": 4.7, "duration_s": 31.46}
+            | {"status": "ok"}
+        )
     )
     files = {
         "model": [bench(tmp_path, "model", "M", 37.2)],
@@ -28,25 +31,33 @@ def test_jobs_their_wall_time_and_each_runs_boot_and_measurement(tmp_path):
         "equivalence": [bench(tmp_path, "equivalence", "M/mix/K8", 62.5)],
     }
     table = timings.timings(files, root=str(tmp_path))
+    none = dict.fromkeys(["boot_s", "model_load_s", "engine_init_s", "compile_s", "measured_s", "status"])
     assert table.astype(object).where(table.notna(), None).to_dict("records") == [
-        {"stage": "model", "job": "M", "wall_s": 37.2, "boot_s": None, "measured_s": None, "status": None},
-        {"stage": "run", "job": run, "wall_s": 103.14, "boot_s": 43.04, "measured_s": 31.46, "status": "ok"},
+        {"stage": "model", "job": "M", "wall_s": 37.2, **none},
         {
             "stage": "run",
-            "job": "M/mix/suf/r1",
-            "wall_s": 96.0,
-            "boot_s": None,
-            "measured_s": None,
-            "status": None,
-        },  # no record
-        {"stage": "equivalence", "job": "M/mix/K8", "wall_s": 62.5, "boot_s": None, "measured_s": None, "status": None},
+            "job": run,
+            "wall_s": 103.14,
+            "boot_s": 43.04,
+            "model_load_s": 2.3,
+            "engine_init_s": 14.7,
+            "compile_s": 4.7,
+            "measured_s": 31.46,
+            "status": "ok",
+        },
+        {"stage": "run", "job": "M/mix/suf/r1", "wall_s": 96.0, **none},  # no record
+        {"stage": "equivalence", "job": "M/mix/K8", "wall_s": 62.5, **none},
     ]
     text = timings.summary(table)
+    # the rest of the boot: 43.04 - 2.3 - 14.7 = 26.04
     assert (
-        "| model download / conversion | 1 | 37 |  |  |\n| run | 2 | 199 | 43 | 31 |\n"
-        "| equivalence check | 1 | 62 |  |  |\n" in text
+        "| model download / conversion | 1 | 37 |  |  |  |\n| run | 2 | 199 | 43 | 26 | 31 |\n"
+        "| equivalence check | 1 | 62 |  |  |  |\n" in text
     )
-    assert f"| run | {run} | 103 | 43 | 31 | ok |\n| run | M/mix/suf/r1 | 96 |  |  |  |\n" in text
+    assert (
+        f"| run | {run} | 103 | 43 | 2 | 15 | 5 | 26 | 31 | ok |\n| run | M/mix/suf/r1 | 96 |  |  |  |  |  |  |  |\n"
+        in text
+    )
 
 
 def test_a_file_that_is_not_a_benchmark_is_refused_by_name(tmp_path):

@@ -47,6 +47,7 @@ from .record import (
     CLIENT_LIMIT_FRACTION,
     MIN_FULL_SHARE,
     acceptance,
+    boot_phases,
     classify,
     client_failure,
     client_limit,
@@ -802,7 +803,9 @@ def measures(
             out["kpad_real_draft_tokens"],
         )
     )
-    out.update(resolved_settings(ctx.server_log.read_text(errors="replace")))
+    log_text = ctx.server_log.read_text(errors="replace")
+    out.update(resolved_settings(log_text))
+    out.update(boot_phases(log_text))
     if "async_scheduling" in seen.stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
         out["async_scheduling"] = bool(seen.stats["scheduler"]["async_scheduling"])
     out["graph_lost"], out["graph_lost_reason"] = graph_lost(

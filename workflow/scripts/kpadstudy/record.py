@@ -429,6 +429,24 @@ DOWNGRADE = re.compile(
 )  # vLLM 0.26 / 0.32 CompilationConfig.resolve_cudagraph_mode_and_sizes() warnings
 
 
+def boot_phases(log_text: str) -> dict[str, float | None]:
+    """The parts of a server's boot that vLLM's own log lines time (vLLM 0.26 and 0.32; the last line of each, as a
+    retried boot logs again): ``model_load_s`` ("Loading weights took X seconds"), ``engine_init_s`` ("init
+    engine (profile, create kv cache, warmup model) took X s": memory profiling, KV cache, torch.compile, CUDA graph
+    capture) and ``compile_s`` (its "(compilation: X s)", which vLLM 0.32 on CPU does not log). None where the log
+    has no such line."""
+    load = re.findall(r"Loading weights took ([0-9.]+) seconds", log_text)
+    init = re.findall(
+        r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s( \(compilation: ([0-9.]+) s\))?",
+        log_text,
+    )
+    return {
+        "model_load_s": float(load[-1]) if load else None,
+        "engine_init_s": float(init[-1][0]) if init else None,
+        "compile_s": float(init[-1][2]) if init and init[-1][2] else None,
+    }
+
+
 def resolved_settings(log_text: str) -> dict[str, Any]:
     """What the server actually ran with, read from its log (vLLM 0.26 / 0.32 log lines).
 

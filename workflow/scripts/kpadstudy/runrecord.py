@@ -146,6 +146,15 @@ COLUMNS: tuple[Column, ...] = (
         "the boot failure's class: no_kv_cache, oom, timeout, crash, unsupported, error (empty when it booted)",
     ),
     _c("boot_s", "float", "s", "seconds until the server's `/health` answered"),
+    _c("model_load_s", "float", "s", 'of `boot_s`: loading the weights (vLLM\'s log, "Loading weights took")'),
+    _c(
+        "engine_init_s",
+        "float",
+        "s",
+        "of `boot_s`: the engine's init after loading, memory profiling, KV cache, torch.compile and CUDA graph "
+        'capture (vLLM\'s log, "init engine ... took")',
+    ),
+    _c("compile_s", "float", "s", 'of `engine_init_s`: torch.compile (vLLM\'s log, "compilation:"; not on CPU)'),
     _c("server_cpus_allowed", "str", "", "the CPUs the server process really had (its Cpus_allowed_list)"),
     _c("client_cpus_allowed", "str", "", "the CPUs the client process really had (its Cpus_allowed_list)"),
     _c("client_returncode", "int", "", "the client's exit code"),

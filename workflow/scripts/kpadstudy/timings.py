@@ -37,6 +37,8 @@ def job_name(benchmark: str | Path, rule: str, root: str = BENCHMARKS) -> str:
 
 
 RECORDS = {"run": "results/runs/{job}.json", "confirm_run": "results/confirm/{job}.json"}  # a run job's record
+BOOT = ("boot_s", "model_load_s", "engine_init_s", "compile_s")  # run-record columns of a server's boot
+COLUMNS = ["stage", "job", "wall_s", *BOOT, "measured_s", "status"]
 
 
 def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
@@ -48,10 +50,11 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
         root: the study's directory (where ``results/`` is).
 
     Returns:
-        Columns ``stage, job, wall_s, boot_s, measured_s, status``: ``wall_s`` is the job's wall-clock
-        seconds (Snakemake's ``s``); for run jobs (:data:`RECORDS`) ``boot_s`` is the seconds until
-        ``/health`` answered, ``measured_s`` the measured prompts' duration (``duration_s``; warm-up
-        excluded) and ``status`` the run's; empty where they do not apply.
+        Columns :data:`COLUMNS`: ``wall_s`` is the job's wall-clock seconds (Snakemake's ``s``); for run jobs
+        (:data:`RECORDS`) ``boot_s`` is the seconds until ``/health`` answered, ``model_load_s``, ``engine_init_s``
+        and ``compile_s`` its parts that vLLM's log names (:func:`kpadstudy.record.boot_phases`), ``measured_s``
+        the measured prompts' duration (``duration_s``; warm-up excluded) and ``status`` the run's; empty where
+        they do not apply or the record has none.
 
     Raises:
         KeyError: a benchmark file without the column ``s`` (the message names the file).
@@ -69,20 +72,19 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
                     "its job"
                 )
             job = job_name(path, rule)
-            row = {
-                "stage": rule,
-                "job": job,
-                "wall_s": float(table["s"].iloc[0]),
-                "boot_s": None,
-                "measured_s": None,
-                "status": None,
-            }
+            row = {**dict.fromkeys(COLUMNS), "stage": rule, "job": job, "wall_s": float(table["s"].iloc[0])}
             record = Path(root) / RECORDS[rule].format(job=job) if rule in RECORDS else None
             if record is not None and record.exists():
                 rec = json.loads(record.read_text())
-                row.update(boot_s=rec.get("boot_s"), measured_s=rec.get("duration_s"), status=rec.get("status"))
+                row.update({c: rec.get(c) for c in BOOT}, measured_s=rec.get("duration_s"), status=rec.get("status"))
             rows.append(row)
-    return pd.DataFrame(rows, columns=["stage", "job", "wall_s", "boot_s", "measured_s", "status"])
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def rest_of_boot(table: pd.DataFrame) -> pd.Series:
+    """Seconds of each boot outside what vLLM's log names: the processes' start and Python imports (the API server
+    and its engine core each import vLLM), the tokenizer, the API server's own start; NaN without the parts."""
+    return table["boot_s"] - table["model_load_s"] - table["engine_init_s"]
 
 
 def summary(table: pd.DataFrame) -> str:
@@ -94,28 +96,38 @@ def summary(table: pd.DataFrame) -> str:
     def fmt(x: float | None) -> str:
         return "" if x is None or pd.isna(x) else f"{x:.0f}"
 
+    def total(values: pd.Series) -> str:
+        return fmt(values.sum()) if values.notna().any() else ""
+
+    table = table.assign(rest_s=rest_of_boot(table.astype({c: float for c in BOOT})))
     lines = [
         "# Where the time went",
         "",
         "Wall-clock seconds of each heavy job (Snakemake `benchmark:` files under `results/benchmarks/`), and for",
-        "each run its server boot (until `/health` answered) and its measured prompts (warm-up excluded). Jobs",
-        "can run side by side: the sum is not the study's wall time.",
+        "each run its server boot (until `/health` answered) and its measured prompts (warm-up excluded). Of a boot,",
+        "vLLM's log names the weights' loading and the engine's init (memory profiling, KV cache, torch.compile,",
+        "CUDA graph capture; compile is its torch.compile part); the rest is the processes' start and Python imports",
+        "(the API server and its engine core each import vLLM) and the API server's own start. Jobs can run side by",
+        "side: the sum is not the study's wall time.",
         "",
-        "| stage | jobs | wall s | boots s | measurements s |",
-        "| --- | --- | --- | --- | --- |",
+        "| stage | jobs | wall s | boots s | rest of boots s | measurements s |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for rule, part in table.groupby("stage", sort=False):
-        boots = part["boot_s"].dropna()
-        measured = part["measured_s"].dropna()
         lines.append(
-            f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | "
-            f"{fmt(boots.sum()) if len(boots) else ''} | {fmt(measured.sum()) if len(measured) else ''} |"
+            f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | {total(part['boot_s'])} | "
+            f"{total(part['rest_s'])} | {total(part['measured_s'])} |"
         )
-    lines += ["", "| stage | job | wall s | boot s | measured s | status |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| stage | job | wall s | boot s | weights s | engine init s | compile s | rest of boot s | measured s "
+        "| status |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in table.itertuples():
         status = r.status if isinstance(r.status, str) else ""
         lines.append(
-            f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | "
-            f"{fmt(r.boot_s)} | {fmt(r.measured_s)} | {status} |"
+            f"| {STAGES.get(r.stage, r.stage)} | {r.job} | {r.wall_s:.0f} | {fmt(r.boot_s)} | {fmt(r.model_load_s)} | "
+            f"{fmt(r.engine_init_s)} | {fmt(r.compile_s)} | {fmt(r.rest_s)} | {fmt(r.measured_s)} | {status} |"
         )
     return "\n".join(lines) + "\n"
