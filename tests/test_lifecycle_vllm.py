@@ -5,6 +5,7 @@ session's ``smol_model`` (tests/conftest.py).
 """
 
 import json
+import re
 from datetime import datetime
 
 import pandas as pd
@@ -46,6 +47,11 @@ def test_two_runs_at_once_get_distinct_ports_and_both_measure(tmp_path, smol_mod
     }
     assert t["humaneval"][0] < t["sharegpt"][1] and t["sharegpt"][0] < t["humaneval"][1], t  # they overlapped
     assert (runs["completed"] == 4).all()
+    for corpus, r in runs.iterrows():  # the boot's parts, from vLLM's own log lines of the attempt that served
+        log = (tmp_path / "results" / "logs" / "runs" / MODEL / corpus / "van" / "r1" / "server.log").read_text()
+        took = re.search(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s", log).group(1)
+        assert r["engine_init_s"] == float(took) and 0 < r["model_load_s"] and pd.isna(r["compile_s"]), r
+        assert r["model_load_s"] + r["engine_init_s"] < r["boot_s"]
 
 
 def test_a_server_that_cannot_boot_becomes_a_boot_failed_record_with_its_attempts(tmp_path, smol_model):

@@ -82,3 +82,17 @@ def test_a_benchmark_file_without_a_wall_time_is_refused_by_name(tmp_path, text)
         match=r"results/benchmarks/run/x.tsv: no wall time in column 's' \(an empty or cut-off benchmark file\)",
     ):
         timings.timings({"run": ["results/benchmarks/run/x.tsv"]}, root=str(tmp_path))
+
+
+def test_the_rest_of_the_boots_says_how_many_boots_it_covers():
+    """An older record without the boot's parts beside a new one (a lease's preseeded runs): 61 - 2 - 15 = 44."""
+    table = timings.pd.DataFrame(
+        [
+            {"stage": "run", "job": "a", "wall_s": 90.0, "boot_s": 61.0, "model_load_s": 2.0, "engine_init_s": 15.0},
+            {"stage": "run", "job": "b", "wall_s": 80.0, "boot_s": 50.0},
+        ],
+        columns=timings.COLUMNS,
+    )
+    text = timings.summary(table)
+    assert "| run | 2 | 170 | 111 | 44 (1 of 2 boots) |  |\n" in text
+    assert "| run | a | 90 | 61 | 2 | 15 |  | 44 |  |  |\n| run | b | 80 | 50 |  |  |  |  |  |  |\n" in text

@@ -267,6 +267,9 @@ def test_capture_follows_a_configurations_own_max_num_seqs():
     compilation = json.loads(cmd[cmd.index("--compilation-config") + 1])
     assert compilation["cudagraph_capture_sizes"] == [1, 2, 4, 5, 8, 10, 16]
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--max-num-seqs"] == ["2"]  # its own, written once
+    cfg["configurations"][0]["server_args"]["max_num_seqs"] = False  # option_args leaves a false value out
+    cmd = _command(cfg, "kpad4")
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--max-num-seqs"] == ["8"]
     cfg["configurations"][0]["server_args"]["max_num_batched_tokens"] = "lots"
     with pytest.raises(ValueError, match=r"^configuration 'kpad4': server_args max_num_seqs / max_num_batched_tokens"):
         runs.check_capture(cfg)

@@ -24,12 +24,22 @@ if ! { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }; then
   if [ -f "$state/rc" ]; then
     echo "pipeline already finished with rc $(cat "$state/rc")"
   else
-    # The kit is installed with --no-compile: without .pyc files every server boot compiles vLLM's sources twice (the
-    # API server and its engine core), and the 8B runs of 2026-12-07 spent about 50 of a 70 s boot before the engine
-    # core's first line. Compile them once per machine (a few seconds on 16 cores).
+    # The kit is installed with --no-compile, and where PYTHONDONTWRITEBYTECODE is set (as on the VM that makes the
+    # kit) no .pyc is ever written: each boot then compiles what it imports, in the API server and again in its engine
+    # core. In the 8B lease of 2026-12-07 a boot spent 50-57 s outside the weights and the engine's init. Say whether
+    # the kit and the device's torch / transformers / triton had .pyc files, then compile them once per machine.
     if [ ! -f /tmp/site/.compiled ]; then
-      t0=$SECONDS; python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1; touch /tmp/site/.compiled
-      echo "byte-compiled /tmp/site in $((SECONDS - t0)) s; python writes .pyc itself: \
+      t0=$SECONDS
+      dirs=$(python3 -c "import importlib.util as u
+for n in ('torch', 'transformers', 'triton'):
+    s = u.find_spec(n)
+    print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')")
+      for d in /tmp/site $dirs; do
+        echo "before byte-compiling: $d has .pyc files: $(find "$d" -name '*.pyc' -print -quit | grep -c .)"
+      done
+      # shellcheck disable=SC2086 # one folder per word
+      python3 -m compileall -q -j 0 /tmp/site $dirs > /dev/null 2>&1; touch /tmp/site/.compiled
+      echo "byte-compiled in $((SECONDS - t0)) s; python writes .pyc itself: \
 $(python3 -c 'import sys; print(not sys.dont_write_bytecode)')"
     fi
     echo "starting the pipeline $(date -u +%T): $config ${KPAD_ARGS:-} ${KPAD_TARGETS:-}"

@@ -72,6 +72,10 @@ def resolve_device(requested: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+ATTEMPT_MARK = "=== kpadstudy: attempt with"
+"""The line the server log gets before each attempt's boot, followed by the attempt's settings."""
+
+
 class StageError(Exception):
     """An exception raised by a stage of a measured run (what a server, client or network did).
 
@@ -639,7 +643,7 @@ def _attempt(
     )
     log_start = ctx.server_log.stat().st_size if ctx.server_log.exists() else 0
     with open(ctx.server_log, "a") as f:
-        f.write(f"=== kpadstudy: attempt with {json.dumps(settings)}\n")
+        f.write(f"{ATTEMPT_MARK} {json.dumps(settings)}\n")
     client = None
     try:
         # The client starts with the server: it imports vLLM while the server boots, then waits for /health.
@@ -684,8 +688,9 @@ def observe(
     """Boot the server (its life: :func:`kpadstudy.server.running_server`), watch the client, which waits for it, to
     its end, then read ``/metrics`` and the K-pad counters, and stop the server.
 
-    Sets ``boot_s`` and the CPUs each side really had in ``record`` as soon as the server answers, so an invalid
-    measurement keeps them. Raises :class:`kpadstudy.server.ServerBootError` (no boot) or :class:`StageError`.
+    Sets ``boot_s``, its parts (:func:`kpadstudy.record.boot_phases`, from this attempt's part of the server log)
+    and the CPUs each side really had in ``record`` as soon as the server answers, so an invalid measurement keeps
+    them. Raises :class:`kpadstudy.server.ServerBootError` (no boot) or :class:`StageError`.
     """
     server_cfg, load = config["server"], config["load"]
     base_url = f"http://127.0.0.1:{ctx.block.api}"
@@ -695,6 +700,7 @@ def observe(
         boot_s,
     ):
         record["boot_s"] = round(boot_s, 2)
+        record.update(boot_phases(ctx.server_log.read_text(errors="replace").rsplit(ATTEMPT_MARK, 1)[-1]))
         # the CPUs each side really had (taskset has exec'd by now: the server answers /health)
         record["server_cpus_allowed"] = cpus.process_cpus(proc.pid)
         record["client_cpus_allowed"] = cpus.process_cpus(client.pid)
@@ -803,9 +809,7 @@ def measures(
             out["kpad_real_draft_tokens"],
         )
     )
-    log_text = ctx.server_log.read_text(errors="replace")
-    out.update(resolved_settings(log_text))
-    out.update(boot_phases(log_text))
+    out.update(resolved_settings(ctx.server_log.read_text(errors="replace")))
     if "async_scheduling" in seen.stats.get("scheduler", {}):  # vLLM's resolved config, via the plugin
         out["async_scheduling"] = bool(seen.stats["scheduler"]["async_scheduling"])
     out["graph_lost"], out["graph_lost_reason"] = graph_lost(

@@ -543,7 +543,8 @@ def server_command(
     """The ``vllm serve`` command line of one run (OpenAI API server module, pinned with ``taskset``).
 
     A padded (kpad) configuration on a GPU with ``capture_sizing`` on gets ``--max-num-seqs`` =
-    ``max_concurrency`` (unless ``server.max_num_seqs`` is set) and the capture list of :func:`capture_sizes`
+    ``max_concurrency`` (unless ``server.max_num_seqs`` or the configuration's ``server_args`` set it: then that one
+    value, written once) and the capture list of :func:`capture_sizes`
     in its compilation config, so its widest uniform decode step has a FULL cudagraph.
 
     ``python -m vllm.entrypoints.openai.api_server`` is what ``vllm serve`` runs; it is used because the
@@ -581,7 +582,7 @@ def server_command(
         ceiling = int(server.get("capture_ceiling", DEFAULT_CAPTURE_CEILING))
         sizes = capture_sizes(reqs, configuration.k, None if budget is None else int(budget), ceiling)
         compilation.update(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1])
-    own = configuration.server_args.get("max_num_seqs") is not None  # then option_args writes the only one
+    own = configuration.server_args.get("max_num_seqs") not in (None, False)  # option_args writes it, the only one
     if (server.get("max_num_seqs") or sizing) and not own:
         cmd += ["--max-num-seqs", str((server.get("max_num_seqs") or reqs) if sizing else server["max_num_seqs"])]
     if device == "cpu":

@@ -82,8 +82,10 @@ def timings(benchmarks: dict[str, list[str]], root: str = ".") -> pd.DataFrame:
 
 
 def rest_of_boot(table: pd.DataFrame) -> pd.Series:
-    """Seconds of each boot outside what vLLM's log names: the processes' start and Python imports (the API server
-    and its engine core each import vLLM), the tokenizer, the API server's own start; NaN without the parts."""
+    """Seconds of each boot outside the weights' loading and the engine's init that vLLM's log names: the processes'
+    start and Python imports (the API server and its engine core each import vLLM), the device's init, building the
+    model before its weights load, the tokenizer, the API server's own start and the last wait for ``/health``
+    (polled each second); NaN where the record has no parts."""
     return table["boot_s"] - table["model_load_s"] - table["engine_init_s"]
 
 
@@ -114,9 +116,11 @@ def summary(table: pd.DataFrame) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for rule, part in table.groupby("stage", sort=False):
+        rest, boots = part["rest_s"].notna().sum(), part["boot_s"].notna().sum()
+        of = f" ({rest} of {boots} boots)" if 0 < rest < boots else ""  # older records have no parts
         lines.append(
             f"| {STAGES.get(rule, rule)} | {len(part)} | {part['wall_s'].sum():.0f} | {total(part['boot_s'])} | "
-            f"{total(part['rest_s'])} | {total(part['measured_s'])} |"
+            f"{total(part['rest_s'])}{of} | {total(part['measured_s'])} |"
         )
     lines += [
         "",
