@@ -433,8 +433,8 @@ def boot_phases(log_text: str) -> dict[str, float | None]:
     """The parts of a server's boot that vLLM's own log lines time (vLLM 0.26 and 0.32; the last line of each, as a
     retried boot logs again): ``model_load_s`` ("Loading weights took X seconds"), ``engine_init_s`` ("init
     engine (profile, create kv cache, warmup model) took X s": memory profiling, KV cache, torch.compile, CUDA graph
-    capture) and ``compile_s`` (its "(compilation: X s)", which vLLM 0.32 on CPU does not log). None where the log
-    has no such line."""
+    capture) and ``compile_s`` (its "(compilation: X s)", which vLLM 0.32 on CPU and a server without torch.compile
+    do not log). None where the log has no such line."""
     load = re.findall(r"Loading weights took ([0-9.]+) seconds", log_text)
     init = re.findall(
         r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s( \(compilation: ([0-9.]+) s\))?",

@@ -154,7 +154,12 @@ COLUMNS: tuple[Column, ...] = (
         "of `boot_s`: the engine's init after loading, memory profiling, KV cache, torch.compile and CUDA graph "
         'capture (vLLM\'s log, "init engine ... took")',
     ),
-    _c("compile_s", "float", "s", 'of `engine_init_s`: torch.compile (vLLM\'s log, "compilation:"; not on CPU)'),
+    _c(
+        "compile_s",
+        "float",
+        "s",
+        'of `engine_init_s`: torch.compile (vLLM\'s log, "compilation:"; empty where it logs none: on CPU, eager)',
+    ),
     _c("server_cpus_allowed", "str", "", "the CPUs the server process really had (its Cpus_allowed_list)"),
     _c("client_cpus_allowed", "str", "", "the CPUs the client process really had (its Cpus_allowed_list)"),
     _c("client_returncode", "int", "", "the client's exit code"),
