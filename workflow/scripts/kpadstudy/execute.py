@@ -76,6 +76,12 @@ ATTEMPT_MARK = "=== kpadstudy: attempt with"
 """The line the server log gets before each attempt's boot, followed by the attempt's settings."""
 
 
+def attempt_log(server_log: Path) -> str:
+    """The server log of the latest attempt: from its :data:`ATTEMPT_MARK` line on (all of it without one)."""
+    text = server_log.read_bytes().decode("utf-8", errors="replace")
+    return text[max(text.rfind(ATTEMPT_MARK), 0) :]
+
+
 class StageError(Exception):
     """An exception raised by a stage of a measured run (what a server, client or network did).
 
@@ -641,7 +647,6 @@ def _attempt(
         n_measured=cmds.n_measured,
         boot_failure=None,
     )
-    log_start = ctx.server_log.stat().st_size if ctx.server_log.exists() else 0
     with open(ctx.server_log, "a") as f:
         f.write(f"{ATTEMPT_MARK} {json.dumps(settings)}\n")
     client = None
@@ -654,10 +659,9 @@ def _attempt(
         record.update(measures(ctx, config, configuration, cmds, seen, client.returncode))
         return "ok"
     except ServerBootError as err:
-        with open(ctx.server_log, "rb") as f:
-            f.seek(log_start)
-            text = f.read().decode("utf-8", errors="replace")
-        reason, evidence = boot.classify_boot_failure(text, err.exit_code, err.reason == "timeout", err.error)
+        reason, evidence = boot.classify_boot_failure(
+            attempt_log(ctx.server_log), err.exit_code, err.reason == "timeout", err.error
+        )
         record.update(status="boot_failed", reason=f"{reason}: {evidence} ({err})", boot_failure=reason)
         return reason
     except StageError as err:  # the server booted (or the client could not start): a measurement that cannot be trusted
@@ -700,7 +704,7 @@ def observe(
         boot_s,
     ):
         record["boot_s"] = round(boot_s, 2)
-        record.update(boot_phases(ctx.server_log.read_text(errors="replace").rsplit(ATTEMPT_MARK, 1)[-1]))
+        record.update(boot_phases(attempt_log(ctx.server_log)))
         # the CPUs each side really had (taskset has exec'd by now: the server answers /health)
         record["server_cpus_allowed"] = cpus.process_cpus(proc.pid)
         record["client_cpus_allowed"] = cpus.process_cpus(client.pid)
