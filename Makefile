@@ -167,7 +167,7 @@ from-cache: $(RESULTS_VENV)/.installed
 # with interval), beside the step-cost model fitted on the smallest model, in the light environment:
 #   make crossover -> results/gpu/crossover.{md,parquet} and figures/gpu/crossover.{png,svg} (the committed ones;
 #   with your own CROSSOVER_RUNS give CROSSOVER_OUT and CROSSOVER_FIGURE, path prefixes in existing folders)
-CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-runs.parquet \
+CROSSOVER_RUNS ?= results/gpu/h200-paired-runs.parquet results/gpu/h100-widened-1b-crossover-capture-runs.parquet \
   results/gpu/h100-widened-3b-crossover-pooled-runs.parquet results/gpu/h100-widened-8b-capture-pooled-runs.parquet \
   results/gpu/h100-auto-unpadded-135m-pooled-runs.parquet
 CROSSOVER_OUT ?= results/gpu/crossover
