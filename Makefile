@@ -40,8 +40,8 @@ demo: $(STAMP)
 	@start=$$(date +%s); $(VENV)/bin/snakemake --cores $(CORES) --configfile config/embedded.yaml; rc=$$?; \
 	  echo "make demo: snakemake exited $$rc after $$(( $$(date +%s) - start )) s (where the time went: results/timings.md)"; exit $$rc
 
-# Test scratch folders go to .pytest-tmp (emptied at each start; a passed test's own folder is removed when it
-# ends, a failed test's kept to look at) and torch's compile cache of the tests that import vLLM to .cache/, not
+# Test scratch folders go to .pytest-tmp (emptied at each start; a test's own folder is removed when it ends,
+# kept only when its call failed) and torch's compile cache of the tests that import vLLM to .cache/, not
 # /tmp: the suite's only /tmp entry is the node's lock directory (/tmp/kpadstudy-locks), shared on purpose with
 # every other run of the machine.
 PYTEST := TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache/torchinductor $(PY) -m pytest --basetemp=.pytest-tmp \
